@@ -1,0 +1,60 @@
+"""The agent: torso -> core -> head, composed from registry names (DESIGN.md).
+
+It adds nothing algorithmic: it routes the task ID to the head only when the head
+declares that it reads it, and asks the torso for a set of spatial positions when the
+core wants its input as a set (``core_options.input_set: spatial``).
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import torch
+from torch import nn
+
+from agents.config import AgentConfig
+from agents.cores import CORES, State
+from agents.heads import HEADS
+from agents.torsos import TORSOS
+
+# Inputs an agent reads besides the observation keys, all [T, B].
+STEP_KEYS = ("last_action", "last_reward", "reset", "task_id")
+
+
+class AgentOutput(NamedTuple):
+    logits: torch.Tensor  # [T, B, A]
+    value: torch.Tensor  # [T, B]
+    core_output: torch.Tensor  # [T, B, H]
+
+
+class Agent(nn.Module):
+    def __init__(self, cfg: AgentConfig, obs_shapes: dict[str, tuple[int, ...]], num_actions: int, num_tasks: int = 1):
+        super().__init__()
+        self.obs_keys = tuple(sorted(obs_shapes))
+        self.num_actions = num_actions
+        as_set = cfg.core_options.get("input_set", "flat") == "spatial"
+        self.torso = TORSOS.get(cfg.torso)(obs_shapes, num_actions, as_set=as_set, **cfg.torso_options)
+        self.core = CORES.get(cfg.core)(self.torso.output_size, **cfg.core_options)
+        self.head = HEADS.get(cfg.head)(self.core.output_size, num_actions, num_tasks, **cfg.head_options)
+
+    @property
+    def reads_task_id(self) -> bool:
+        return bool(self.head.reads_task_id)
+
+    def initial_state(self, batch_size: int, device=None) -> State:
+        return self.core.initial_state(batch_size, device)
+
+    def forward(self, inputs: dict[str, torch.Tensor], state: State) -> tuple[AgentOutput, State]:
+        """``inputs``: observation keys plus ``last_action``, ``last_reward``, ``reset``
+        and (optional) ``task_id``, all time-major ``[T, B, ...]``."""
+        x = self.torso({k: inputs[k] for k in self.obs_keys}, inputs["last_action"], inputs["last_reward"])
+        h, state = self.core(x, state, inputs["reset"])
+        task_id = inputs.get("task_id") if self.reads_task_id else None
+        if self.reads_task_id and task_id is None:
+            raise ValueError(f"head {type(self.head).__name__} reads the task ID but the inputs carry none")
+        logits, value = self.head(h, task_id)
+        return AgentOutput(logits, value, h), state
+
+    def diagnostics(self) -> dict[str, torch.Tensor]:
+        fn = getattr(self.core, "diagnostics", None)
+        return fn() if fn else {}

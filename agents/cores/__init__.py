@@ -1,0 +1,41 @@
+"""Recurrent cores: the middle of encoder -> core -> head (DESIGN.md, "Contracts").
+
+Every core is an ``nn.Module`` registered in ``CORES`` and honours one contract:
+
+- ``Core(input_size: int, **options)``; the options are the fields of the core's
+  ``Config`` dataclass (declared next to the core, validated when a config is loaded);
+- ``core.output_size``: the width ``H`` of what the head reads;
+- ``core.initial_state(batch_size, device=None) -> State``: a tuple of tensors whose
+  first dimension is the batch, so a minibatch of sequences is ``tuple(s[idx] for s in state)``;
+- ``core.forward(x [T, B, D], state, reset [T, B] bool) -> (y [T, B, H], state)``:
+  before step ``t`` the state is multiplied by ``1 - reset[t]``, step by step, so an
+  episode boundary inside an unroll starts the next episode from the initial (zero) state;
+- optionally ``core.diagnostics() -> dict[str, Tensor]`` with statistics of the last
+  forward pass worth logging (e.g. RIMs' per-unit activation frequency).
+
+A new core is one file here plus one import line below.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from agents.registry import Registry
+
+State = tuple[torch.Tensor, ...]
+
+CORES: Registry = Registry("core")
+
+
+def mask_state(state: State, reset: torch.Tensor) -> State:
+    """Zero the state of batch elements whose episode starts at this step.
+
+    ``reset``: [B] bool/float. Multiplying (rather than assigning) keeps the graph
+    differentiable and works for any state shape ``[B, ...]``.
+    """
+    keep = 1.0 - reset.to(state[0].dtype)
+    return tuple(s * keep.view(-1, *([1] * (s.dim() - 1))) for s in state)
+
+
+# One line per core: importing the module registers it.
+from agents.cores import lstm  # noqa: E402,F401

@@ -1,0 +1,20 @@
+"""Output heads: the end of encoder -> core -> head (DESIGN.md, "Contracts").
+
+Every head is an ``nn.Module`` registered in ``HEADS``:
+
+- ``Head(input_size, num_actions, num_tasks, **options)``; options are the fields of
+  the head's ``Config`` dataclass;
+- class attribute ``reads_task_id: bool``: whether ``forward`` uses ``task_id``. A head
+  that declares ``False`` must work with ``task_id=None`` (evaluation never passes it);
+- ``forward(h [T, B, H], task_id [T, B] int64 | None) -> (logits [T, B, A], value [T, B])``.
+
+A new head is one file here plus one import line below.
+"""
+
+from __future__ import annotations
+
+from agents.registry import Registry
+
+HEADS: Registry = Registry("head")
+
+from agents.heads import linear  # noqa: E402,F401

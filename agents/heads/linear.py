@@ -1,0 +1,33 @@
+"""Linear policy and value head: ``logits = W_pi h + b_pi``, ``V = w_v h + b_v``.
+
+The IMPALA agent's output layer (Espeholt et al. 2018, fig. 3) and the baseline of
+the multiplicative-interactions paper (Jayakumar et al. 2020, section 6.1).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+from agents.heads import HEADS
+
+
+@dataclass
+class LinearHeadConfig:
+    pass
+
+
+@HEADS.register("linear")
+class LinearHead(nn.Module):
+    Config = LinearHeadConfig
+    reads_task_id = False
+
+    def __init__(self, input_size: int, num_actions: int, num_tasks: int = 1):
+        super().__init__()
+        self.policy = nn.Linear(input_size, num_actions)
+        self.value = nn.Linear(input_size, 1)
+
+    def forward(self, h: torch.Tensor, task_id: torch.Tensor | None = None):
+        return self.policy(h), self.value(h).squeeze(-1)

@@ -1,0 +1,109 @@
+"""Torsos (encoders): observation + last action + last reward (+ instruction) -> features.
+
+``shallow`` is the IMPALA "shallow" torso as the multiplicative-interactions paper uses
+it (Jayakumar et al. 2020, appendix E; Espeholt et al. 2018, fig. 3 left): conv 16
+8x8 stride 4, conv 32 4x4 stride 2, linear 256, ReLU, then concatenated with the
+one-hot last action and the last reward (clipped to [-1, 1] as IMPALA feeds it). When
+the observation carries an instruction, a word embedding of it is concatenated too:
+``bow`` (mean of word embeddings; MiniGrid missions are short and order rarely matters,
+and it costs nothing per step) or ``lstm`` (IMPALA's language encoder: an LSTM over the
+embedded words, its last output).
+
+``as_set=True`` presents the conv output as a set of spatial positions ``[T, B, N, E]``
+(each position's 32 channels plus the shared extras) for cores that attend over an input
+set (RIMs, section 2.2 "for spatially structured input").
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from agents.registry import Registry
+from envs.instructions import VOCAB_SIZE
+
+TORSOS: Registry = Registry("torso")
+
+
+@dataclass
+class ShallowConfig:
+    hidden_size: int = 256  # the linear layer after the convs
+    instruction: str = "bow"  # how to read instructions when present: bow, lstm or none
+    word_embedding_size: int = 20  # IMPALA's language encoder: 20-d word embeddings
+    instruction_size: int = 64  # width of the instruction feature (LSTM: 64 units, as IMPALA)
+
+
+@TORSOS.register("shallow")
+class ShallowTorso(nn.Module):
+    Config = ShallowConfig
+
+    def __init__(
+        self,
+        obs_shapes: dict[str, tuple[int, ...]],
+        num_actions: int,
+        as_set: bool = False,
+        hidden_size: int = 256,
+        instruction: str = "bow",
+        word_embedding_size: int = 20,
+        instruction_size: int = 64,
+    ):
+        super().__init__()
+        if instruction not in ("bow", "lstm", "none"):
+            raise ValueError(f"agent.torso_options.instruction must be bow, lstm or none, got {instruction!r}")
+        c, h, w = obs_shapes["pixels"]
+        self.num_actions = num_actions
+        self.as_set = as_set
+        self.conv = nn.Sequential(nn.Conv2d(c, 16, 8, stride=4), nn.ReLU(), nn.Conv2d(16, 32, 4, stride=2), nn.ReLU())
+        with torch.no_grad():
+            _, cc, hh, ww = self.conv(torch.zeros(1, c, h, w)).shape
+        self.positions = hh * ww
+        self.fc = None if as_set else nn.Linear(cc * hh * ww, hidden_size)
+        self.read_instruction = "instruction" in obs_shapes and instruction != "none"
+        extras = num_actions + 1
+        if self.read_instruction:
+            self.embed = nn.Embedding(VOCAB_SIZE, word_embedding_size, padding_idx=0)
+            self.instruction_mode = instruction
+            if instruction == "lstm":
+                self.instruction_rnn = nn.LSTM(word_embedding_size, instruction_size)
+            else:
+                self.instruction_proj = nn.Linear(word_embedding_size, instruction_size)
+            extras += instruction_size
+        self.extras_size = extras
+        self.output_size = (cc if as_set else hidden_size) + extras
+
+    def _instruction(self, tokens: torch.Tensor) -> torch.Tensor:
+        """tokens [N, L] int64 (0 = padding) -> [N, instruction_size]."""
+        emb = self.embed(tokens)  # [N, L, E]
+        mask = (tokens > 0).unsqueeze(-1).to(emb.dtype)
+        if self.instruction_mode == "bow":
+            mean = (emb * mask).sum(1) / mask.sum(1).clamp(min=1.0)
+            return F.relu(self.instruction_proj(mean))
+        lengths = (tokens > 0).sum(1).clamp(min=1)
+        out, _ = self.instruction_rnn(emb.transpose(0, 1))  # [L, N, H]
+        return out[lengths - 1, torch.arange(tokens.shape[0], device=tokens.device)]
+
+    def forward(self, obs: dict[str, torch.Tensor], last_action: torch.Tensor, last_reward: torch.Tensor) -> torch.Tensor:
+        """obs["pixels"] uint8 [T, B, C, H, W]; last_action [T, B]; last_reward [T, B].
+
+        Returns [T, B, output_size], or [T, B, N, output_size] when ``as_set``.
+        """
+        pixels = obs["pixels"]
+        T, B = pixels.shape[:2]
+        x = pixels.reshape(T * B, *pixels.shape[2:]).float() / 255.0
+        x = self.conv(x)  # [TB, 32, h, w]
+        extras = [
+            F.one_hot(last_action.reshape(T * B).long(), self.num_actions).float(),
+            last_reward.reshape(T * B, 1).float().clamp(-1.0, 1.0),
+        ]
+        if self.read_instruction:
+            extras.append(self._instruction(obs["instruction"].reshape(T * B, -1)))
+        extras = torch.cat(extras, dim=-1)
+        if self.as_set:
+            x = x.flatten(2).transpose(1, 2)  # [TB, N, 32]
+            x = torch.cat([x, extras.unsqueeze(1).expand(-1, x.shape[1], -1)], dim=-1)
+            return x.reshape(T, B, self.positions, -1)
+        x = F.relu(self.fc(x.flatten(1)))
+        return torch.cat([x, extras], dim=-1).reshape(T, B, -1)

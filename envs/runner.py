@@ -1,0 +1,195 @@
+"""EnvRunner: a batch of environments and a CPU copy of the agent (DESIGN.md).
+
+Each ``rollout`` call steps every env ``T`` times with the latest weights it was given
+and returns one ``Trajectory`` of ``[T + 1, B, ...]``; row 0 is the previous call's
+last row, so consecutive unrolls tile the experience stream without a gap. The runner
+knows nothing of learning (STYLE.md rule 6) and nothing of Ray: the orchestration wraps
+this class in a Ray actor; ``runtime.num_runners: 0`` uses it in-process.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from agents.agent import Agent
+from agents.config import AgentConfig
+from envs.suites import EnvConfig, build_suite
+from envs.trajectory import Trajectory
+
+
+def assign_tasks(runner_id: int, num_runners: int, envs_per_runner: int, num_tasks: int, runners_per_task: int = 0) -> list[int]:
+    """Task index of each env of one runner.
+
+    ``runners_per_task > 0``: runner ``r`` plays task ``r // runners_per_task`` (the MI
+    paper's 5 actors per DMLab level). Otherwise, with at least as many runners as
+    tasks, runner ``r`` plays task ``r % num_tasks``; with fewer runners, tasks are dealt
+    env by env so every task is played.
+    """
+    if runners_per_task > 0:
+        return [min(runner_id // runners_per_task, num_tasks - 1)] * envs_per_runner
+    if num_runners >= num_tasks:
+        return [runner_id % num_tasks] * envs_per_runner
+    return [(runner_id * envs_per_runner + i) % num_tasks for i in range(envs_per_runner)]
+
+
+class EnvRunner:
+    def __init__(
+        self,
+        env_cfg: EnvConfig,
+        agent_cfg: AgentConfig,
+        runner_id: int = 0,
+        num_runners: int = 1,
+        envs_per_runner: int = 8,
+        unroll_length: int = 20,
+        seed: int = 0,
+        runners_per_task: int = 0,
+        torch_threads: int = 1,
+        tasks: list[int] | None = None,
+    ):
+        torch.set_num_threads(torch_threads)
+        self.runner_id = runner_id
+        self.suite = build_suite(env_cfg)
+        self.T = unroll_length
+        self.B = envs_per_runner
+        self.tasks = tasks if tasks is not None else assign_tasks(
+            runner_id, max(num_runners, 1), envs_per_runner, len(self.suite.tasks), runners_per_task
+        )
+        base_seed = seed * 100_003 + runner_id * envs_per_runner
+        self.envs = [self.suite.make(task, base_seed + i) for i, task in enumerate(self.tasks)]
+        space = self.envs[0].observation_space
+        self.obs_shapes = {k: space[k].shape for k in space}
+        self.agent = Agent(agent_cfg, self.obs_shapes, self.suite.num_actions, len(self.suite.tasks))
+        self.agent.eval()
+        self.generator = torch.Generator().manual_seed(base_seed)
+        self.version = -1
+        self._allocate()
+        self._start()
+
+    # ------------------------------------------------------------------ buffers
+
+    def _allocate(self) -> None:
+        T1, B, A = self.T + 1, self.B, self.suite.num_actions
+        space = self.envs[0].observation_space
+        self.obs = {k: np.zeros((T1, B, *space[k].shape), space[k].dtype) for k in space}
+        z = lambda dtype: np.zeros((T1, B), dtype)  # noqa: E731
+        self.buf = dict(
+            last_action=z(np.int64), last_reward=z(np.float32), reset=z(bool), task_id=z(np.int64),
+            action=z(np.int64), behaviour_logits=np.zeros((T1, B, A), np.float32), behaviour_value=z(np.float32),
+            reward=z(np.float32), terminated=z(bool), truncated=z(bool), final_value=z(np.float32),
+        )
+        self.buf["task_id"][:] = np.asarray(self.tasks)[None]
+
+    def _start(self) -> None:
+        """Reset every env and compute the agent's output at step 0 of the first unroll."""
+        for i, env in enumerate(self.envs):
+            obs, _ = env.reset()
+            for k, v in obs.items():
+                self.obs[k][0, i] = v
+        self.buf["reset"][0] = True
+        self.state_before = self.agent.initial_state(self.B)
+        self._started = False
+        self._act(0)
+
+    def _inputs(self, t: int) -> dict[str, torch.Tensor]:
+        rows = {k: torch.from_numpy(v[t : t + 1]) for k, v in self.obs.items()}
+        for k in ("last_action", "last_reward", "reset", "task_id"):
+            rows[k] = torch.from_numpy(self.buf[k][t : t + 1])
+        return rows
+
+    @torch.inference_mode()
+    def _act(self, t: int) -> None:
+        """Run the agent on row ``t`` (state ``self.state_before``) and sample actions."""
+        out, self.state_after = self.agent(self._inputs(t), self.state_before)
+        logits = out.logits[0]
+        action = torch.multinomial(torch.softmax(logits, -1), 1, generator=self.generator)[:, 0]
+        self.buf["action"][t] = action.numpy()
+        self.buf["behaviour_logits"][t] = logits.numpy()
+        self.buf["behaviour_value"][t] = out.value[0].numpy()
+
+    @torch.inference_mode()
+    def _final_values(self, t: int, final_obs: dict[int, dict], rewards: np.ndarray) -> None:
+        """Value of the last observation of episodes truncated at step ``t``."""
+        idx = sorted(final_obs)
+        rows = {k: torch.from_numpy(np.stack([final_obs[i][k] for i in idx])[None]) for k in self.obs}
+        rows["last_action"] = torch.from_numpy(self.buf["action"][t, idx][None])
+        rows["last_reward"] = torch.from_numpy(rewards[idx][None])
+        rows["reset"] = torch.zeros(1, len(idx), dtype=torch.bool)
+        rows["task_id"] = torch.from_numpy(self.buf["task_id"][t, idx][None])
+        state = tuple(s[idx] for s in self.state_after)
+        out, _ = self.agent(rows, state)
+        self.buf["final_value"][t, idx] = out.value[0].numpy()
+
+    # ------------------------------------------------------------------ API
+
+    def set_weights(self, weights: dict, version: int) -> None:
+        self.agent.load_state_dict(weights)
+        self.version = version
+
+    def rollout(self, weights: dict | None = None, version: int | None = None) -> Trajectory:
+        """Step every env ``T`` times; returns the trajectory ``[T + 1, B]``."""
+        if weights is not None:
+            self.set_weights(weights, version if version is not None else self.version + 1)
+        # Row 0 is the last row of the previous unroll (already acted on); the very
+        # first unroll starts from the rows _start() filled.
+        if self._started:
+            for arr in (*self.obs.values(), *self.buf.values()):
+                arr[0] = arr[self.T]
+        self._started = True
+        initial_state = tuple(s.numpy().copy() for s in self.state_before)
+        buf, episodes = self.buf, []
+        for t in range(1, self.T + 1):
+            final_obs = {}
+            rewards = np.zeros(self.B, np.float32)
+            for i, env in enumerate(self.envs):
+                obs, reward, terminated, truncated, info = env.step(int(buf["action"][t - 1, i]))
+                rewards[i] = reward
+                buf["terminated"][t - 1, i] = terminated
+                buf["truncated"][t - 1, i] = truncated and not terminated
+                done = terminated or truncated
+                if "episode" in info:
+                    episodes.append((int(self.tasks[i]), float(info["episode"]["r"]), int(info["episode"]["l"])))
+                if done:
+                    if truncated and not terminated:
+                        final_obs[i] = obs
+                    obs, _ = env.reset()
+                for k, v in obs.items():
+                    self.obs[k][t, i] = v
+                buf["reset"][t, i] = done
+            buf["reward"][t - 1] = rewards
+            buf["final_value"][t - 1] = 0.0
+            if final_obs:
+                self._final_values(t - 1, final_obs, rewards)
+            reset = buf["reset"][t]
+            buf["last_action"][t] = np.where(reset, 0, buf["action"][t - 1])
+            buf["last_reward"][t] = np.where(reset, 0.0, rewards)
+            self.state_before = self.state_after
+            self._act(t)
+        # self.state_before is now the state before row T = row 0 of the next unroll.
+        return Trajectory(
+            obs={k: v.copy() for k, v in self.obs.items()},
+            **{k: v.copy() for k, v in buf.items()},
+            initial_state=initial_state,
+            policy_version=self.version,
+            runner_id=self.runner_id,
+            episodes=episodes,
+        )
+
+    def rollout_with_info(self, weights: dict | None = None, version: int | None = None) -> tuple[Trajectory, dict]:
+        """``rollout`` plus the small facts the driver reads without fetching the unroll."""
+        traj = self.rollout(weights, version)
+        return traj, {"episodes": traj.episodes, "version": traj.policy_version, "steps": self.T * self.B}
+
+    def spec(self) -> dict:
+        """What the learner needs to build the same agent."""
+        return dict(
+            obs_shapes=self.obs_shapes,
+            num_actions=self.suite.num_actions,
+            tasks=list(self.suite.tasks),
+            frames_per_step=self.suite.frames_per_step,
+            score_suite=self.suite.score_suite,
+        )
+
+    def close(self) -> None:
+        for env in self.envs:
+            env.close()

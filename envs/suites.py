@@ -1,0 +1,90 @@
+"""Suites: what a config's ``env`` section names, and how runners build its envs.
+
+A suite turns the ``env`` config into a ``SuiteSpec``: the list of tasks (one task per
+level or game; the task index is the task ID every trajectory carries), a picklable
+factory ``make(task_index, seed) -> gym.Env`` with mira's observation dict, the number
+of actions shared by all tasks, and the name under which scores are normalised.
+``ENVS`` maps ``env.suite`` to the function that builds the spec; a new suite is one
+registered function.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass, field
+from typing import Callable
+
+import gymnasium as gym
+from gymnasium.wrappers import RecordEpisodeStatistics
+
+from agents.registry import Registry
+
+
+@dataclass
+class EnvConfig:
+    suite: str = "minigrid"  # which suite: a name in envs.ENVS (minigrid, atari, lab30, lab6)
+    level: str = "MiniGrid-Empty-5x5-v0"  # MiniGrid/BabyAI env id (suite minigrid)
+    levels: list[str] = field(default_factory=list)  # several MiniGrid ids, one task each (replaces level)
+    game: str = "Pong"  # ALE game name (suite atari)
+    games: list[str] = field(default_factory=list)  # several games, one task each (replaces game; full action set)
+    protocol: str = "dqn"  # Atari protocol: dqn (no-op starts) or machado (sticky actions, full action set)
+    episodic_life: bool = False  # Atari: a life loss ends the learning episode (PPO preset)
+    max_episode_frames: int = 108_000  # Atari episode cap in emulator frames (30 min of play)
+    frame_stack: int = 4  # Atari: frames stacked into one observation
+
+
+@dataclass
+class SuiteSpec:
+    tasks: list[str]  # task names; the index is the task ID
+    make: Callable[[int, int], gym.Env]  # (task_index, seed) -> env; picklable
+    num_actions: int
+    score_suite: str  # key for envs.scores normalisation ("atari", "lab", or "none")
+    frames_per_step: int = 1  # environment frames per agent step (Atari: the frame skip, 4)
+
+
+ENVS: Registry = Registry("env suite")
+
+
+def _make_minigrid(level_ids: list[str], task: int, seed: int) -> gym.Env:
+    from envs.minigrid import make_minigrid
+
+    env = RecordEpisodeStatistics(make_minigrid(level_ids[task]))
+    env.reset(seed=seed)
+    return env
+
+
+def _make_atari(cfg: EnvConfig, games: list[str], full_action_space: bool | None, task: int, seed: int) -> gym.Env:
+    from envs.atari import make_atari
+
+    env = make_atari(
+        games[task],
+        cfg.protocol,
+        full_action_space=full_action_space,
+        episodic_life=cfg.episodic_life,
+        max_episode_frames=cfg.max_episode_frames,
+        frame_stack=cfg.frame_stack,
+    )
+    env.reset(seed=seed)
+    env.action_space.seed(seed)
+    return env
+
+
+@ENVS.register("minigrid")
+def minigrid_suite(cfg: EnvConfig) -> SuiteSpec:
+    levels = list(cfg.levels) or [cfg.level]
+    return SuiteSpec(levels, functools.partial(_make_minigrid, levels), 7, "none")
+
+
+@ENVS.register("atari")
+def atari_suite(cfg: EnvConfig) -> SuiteSpec:
+    games = list(cfg.games) or [cfg.game]
+    full = True if len(games) > 1 else None  # one action space for all games
+    make = functools.partial(_make_atari, cfg, games, full)
+    probe = make(0, 0)
+    n = probe.action_space.n
+    probe.close()
+    return SuiteSpec(games, make, int(n), "atari", frames_per_step=4)
+
+
+def build_suite(cfg: EnvConfig) -> SuiteSpec:
+    return ENVS.get(cfg.suite)(cfg)

@@ -1,0 +1,1 @@
+"""Return math, losses, PopArt, the learner and the Ray orchestration."""

@@ -1,0 +1,273 @@
+"""Typed experiment configs: YAML + ``dotted.key=value`` overrides -> validated dataclasses.
+
+Each component declares its config next to itself (``EnvConfig`` in ``envs/suites.py``,
+``AgentConfig`` in ``agents/config.py``, core/head/torso ``Config`` classes beside them,
+loss configs beside the losses); this module composes them into ``ExperimentConfig``
+and does the loading: unknown keys name the valid keys, wrong types name the key and
+the expected type, and bad combinations fail with a sentence that says what to change.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import types
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from agents.config import AgentConfig
+from envs.suites import EnvConfig
+
+
+class ConfigError(ValueError):
+    """A config that cannot be used; the message names the key."""
+
+
+@dataclass
+class RunConfig:
+    name: str = ""  # run name; default: <config file stem>-<timestamp>
+    dir: str = ""  # exact output directory of this run; default runs/<name>
+    total_frames: int = 1_000_000  # stop after this many environment frames (Atari: agent steps x 4)
+    seed: int = 0  # seeds torch, numpy and every environment
+    checkpoint_every_s: float = 300.0  # write a checkpoint this often (and at the end, and on Ctrl-C)
+    keep_checkpoints: int = 3  # older checkpoints are deleted
+    log_every_s: float = 5.0  # progress line and TensorBoard scalars this often
+
+
+@dataclass
+class RuntimeConfig:
+    num_runners: int = 2  # EnvRunner actors; 0 = one runner in-process, no Ray
+    envs_per_runner: int = 8  # environments each runner steps as one batch
+    address: str = ""  # Ray address: "" = start a local instance, "auto" = join a running cluster
+    runners_per_task: int = 0  # multitask: runners per task (0 = spread tasks over runners evenly)
+    torch_threads: int = 1  # intra-op threads in each runner (1 runner = 1 CPU)
+    learner_threads: int = 0  # intra-op threads of a CPU learner (0 = torch's default: all cores)
+    learner_cpus: float = 1.0  # CPUs the learner actor reserves on its node
+
+
+@dataclass
+class OptimizerConfig:
+    name: str = "rmsprop"  # rmsprop (IMPALA paper) or adam (PPO)
+    lr: float = 6e-4  # initial learning rate
+    lr_schedule: str = "linear"  # linear decay to 0 over run.total_frames, or constant
+    alpha: float = 0.99  # RMSProp smoothing constant
+    eps: float = 0.01  # RMSProp/Adam epsilon (IMPALA: 0.01 with RMSProp; PPO: 1e-5 with Adam)
+    momentum: float = 0.0  # RMSProp momentum
+    max_grad_norm: float = 40.0  # clip the global gradient norm to this
+
+
+@dataclass
+class LearnerConfig:
+    name: str = "impala"  # impala or ppo
+    device: str = "auto"  # auto (cuda if the learner's node has a GPU), cpu, cuda
+    unroll_length: int = 20  # T: steps per trajectory
+    batch_size: int = 32  # trajectories (unrolls x envs) per learner update
+    gamma: float = 0.99  # discount
+    entropy_cost: float = 0.01  # weight of the entropy bonus
+    baseline_cost: float = 0.5  # weight of the value loss
+    reward_clip: str = "clip"  # none, clip ([-1, 1], Atari), soft_asymmetric (DMLab)
+    lambda_: float = 1.0  # V-trace lambda / GAE lambda
+    clip_rho_threshold: float = 1.0  # V-trace rho-bar
+    clip_pg_rho_threshold: float = 1.0  # V-trace rho-bar for the policy gradient
+    clip_c_threshold: float = 1.0  # V-trace c-bar
+    # PPO only
+    epochs: int = 4  # passes over each batch
+    minibatches: int = 4  # minibatches per epoch (whole sequences)
+    clip_eps: float = 0.1  # ratio clip (also the value clip when clip_value)
+    clip_value: bool = True  # clip the value update around the old value
+    normalize_advantages: bool = True  # per-minibatch advantage normalisation
+    target_kl: float = 0.0  # stop the epochs early when approx KL exceeds this (0 = off)
+    popart: bool = False  # per-task PopArt value normalisation (Hessel et al. 2019)
+    popart_beta: float = 3e-4  # PopArt statistics step size
+    mixed_precision: bool = False  # bfloat16 autocast for the learner forward on CUDA
+    optimizer: OptimizerConfig = field(default_factory=OptimizerConfig)
+
+
+@dataclass
+class EvalConfig:
+    every_frames: int = 0  # evaluate during training every this many frames (0 = never)
+    episodes: int = 10  # episodes per task per evaluation
+
+
+@dataclass
+class ExperimentConfig:
+    run: RunConfig = field(default_factory=RunConfig)
+    runtime: RuntimeConfig = field(default_factory=RuntimeConfig)
+    env: EnvConfig = field(default_factory=EnvConfig)
+    agent: AgentConfig = field(default_factory=AgentConfig)
+    learner: LearnerConfig = field(default_factory=LearnerConfig)
+    eval: EvalConfig = field(default_factory=EvalConfig)
+
+
+# ---------------------------------------------------------------- dict <-> dataclass
+
+
+def _coerce(value: Any, tp: Any, key: str) -> Any:
+    origin = typing.get_origin(tp)
+    if origin in (typing.Union, types.UnionType):
+        args = [a for a in typing.get_args(tp) if a is not type(None)]
+        if value is None:
+            return None
+        return _coerce(value, args[0], key)
+    if dataclasses.is_dataclass(tp):
+        if not isinstance(value, dict):
+            raise ConfigError(f"{key}: expected a mapping of {tp.__name__} fields, got {value!r}")
+        return from_dict(tp, value, key)
+    if origin is list or tp is list:
+        if isinstance(value, str):
+            value = yaml.safe_load(value) if value.strip().startswith("[") else [value]
+        if not isinstance(value, (list, tuple)):
+            raise ConfigError(f"{key}: expected a list, got {value!r}")
+        (inner,) = typing.get_args(tp) or (Any,)
+        return [_coerce(v, inner, f"{key}[{i}]") for i, v in enumerate(value)]
+    if origin is dict or tp is dict:
+        if not isinstance(value, dict):
+            raise ConfigError(f"{key}: expected a mapping, got {value!r}")
+        return dict(value)
+    if tp is bool:
+        if isinstance(value, bool):
+            return value
+        if isinstance(value, str) and value.lower() in ("true", "false", "1", "0", "yes", "no"):
+            return value.lower() in ("true", "1", "yes")
+        raise ConfigError(f"{key}: expected true or false, got {value!r}")
+    if tp is int:
+        if isinstance(value, bool):
+            raise ConfigError(f"{key}: expected an integer, got {value!r}")
+        try:
+            number = float(value)  # accepts 2e6 and "2e6"
+        except (TypeError, ValueError):
+            raise ConfigError(f"{key}: expected an integer, got {value!r}") from None
+        if number != int(number):
+            raise ConfigError(f"{key}: expected an integer, got {value!r}")
+        return int(number)
+    if tp is float:
+        try:
+            return float(value)
+        except (TypeError, ValueError):
+            raise ConfigError(f"{key}: expected a number, got {value!r}") from None
+    if tp is str:
+        if isinstance(value, (dict, list)):
+            raise ConfigError(f"{key}: expected a string, got {value!r}")
+        return "" if value is None else str(value)
+    return value
+
+
+def from_dict(cls: type, data: dict, prefix: str = "") -> Any:
+    """Build dataclass ``cls`` from ``data``; every key must be a field of ``cls``."""
+    hints = typing.get_type_hints(cls)
+    names = [f.name for f in dataclasses.fields(cls)]
+    kwargs = {}
+    for key, value in data.items():
+        full = f"{prefix}.{key}" if prefix else key
+        if key not in names:
+            where = f"under '{prefix}'" if prefix else "at the top level"
+            raise ConfigError(f"unknown config key '{full}'; valid keys {where}: {', '.join(names)}")
+        kwargs[key] = _coerce(value, hints[key], full)
+    try:
+        return cls(**kwargs)
+    except (TypeError, ValueError) as e:
+        raise ConfigError(f"{prefix or 'config'}: {e}") from None
+
+
+def to_dict(cfg: Any) -> dict:
+    return dataclasses.asdict(cfg)
+
+
+def _set_dotted(data: dict, dotted: str, value: Any) -> None:
+    keys = dotted.split(".")
+    node = data
+    for k in keys[:-1]:
+        node = node.setdefault(k, {})
+        if not isinstance(node, dict):
+            raise ConfigError(f"override {dotted}: '{k}' is not a section")
+    node[keys[-1]] = value
+
+
+def parse_overrides(overrides: list[str]) -> list[tuple[str, Any]]:
+    """``["a.b=3", "c=[1, 2]"]`` -> ``[("a.b", 3), ("c", [1, 2])]`` (values parsed as YAML)."""
+    out = []
+    for item in overrides:
+        if "=" not in item:
+            raise ConfigError(f"override {item!r} is not of the form dotted.key=value")
+        key, raw = item.split("=", 1)
+        out.append((key.strip(), yaml.safe_load(raw) if raw.strip() else ""))
+    return out
+
+
+def load_config(path: str | Path | None = None, overrides: list[str] | None = None, base: dict | None = None) -> ExperimentConfig:
+    """Read YAML (or start from ``base``), apply overrides, validate every key and combination."""
+    data: dict = dict(base or {})
+    if path is not None:
+        p = Path(path)
+        if not p.is_file():
+            raise ConfigError(f"config file {str(p)!r} does not exist")
+        data = yaml.safe_load(p.read_text()) or {}
+        if not isinstance(data, dict):
+            raise ConfigError(f"{p}: expected a mapping of sections at the top level")
+    for key, value in parse_overrides(overrides or []):
+        _set_dotted(data, key, value)
+    cfg = from_dict(ExperimentConfig, data)
+    validate(cfg)
+    return cfg
+
+
+def _resolve_options(registry, name: str, options: dict, key: str) -> dict:
+    cls = registry.get(name)
+    option_cls = getattr(cls, "Config", None)
+    if option_cls is None:
+        if options:
+            raise ConfigError(f"{key}: {name!r} takes no options, got {sorted(options)}")
+        return {}
+    return to_dict(from_dict(option_cls, options, key))
+
+
+def validate(cfg: ExperimentConfig) -> None:
+    """Check names against registries and combinations; fill component options."""
+    from agents.cores import CORES
+    from agents.heads import HEADS
+    from agents.torsos import TORSOS
+    from envs.suites import ENVS
+
+    try:
+        ENVS.get(cfg.env.suite)
+        a = cfg.agent
+        a.torso_options = _resolve_options(TORSOS, a.torso, a.torso_options, "agent.torso_options")
+        a.core_options = _resolve_options(CORES, a.core, a.core_options, "agent.core_options")
+        a.head_options = _resolve_options(HEADS, a.head, a.head_options, "agent.head_options")
+    except KeyError as e:
+        raise ConfigError(e.args[0]) from None
+    L = cfg.learner
+    checks = [
+        (L.name in ("impala", "ppo"), f"learner.name must be impala or ppo, got {L.name!r}"),
+        (L.device in ("auto", "cpu", "cuda") or L.device.startswith("cuda:"), f"learner.device must be auto, cpu or cuda, got {L.device!r}"),
+        (L.reward_clip in ("none", "clip", "soft_asymmetric"), f"learner.reward_clip must be none, clip or soft_asymmetric, got {L.reward_clip!r}"),
+        (L.optimizer.name in ("rmsprop", "adam"), f"learner.optimizer.name must be rmsprop or adam, got {L.optimizer.name!r}"),
+        (L.optimizer.lr_schedule in ("linear", "constant"), f"learner.optimizer.lr_schedule must be linear or constant, got {L.optimizer.lr_schedule!r}"),
+        (L.unroll_length >= 1, "learner.unroll_length must be at least 1"),
+        (cfg.runtime.num_runners >= 0, "runtime.num_runners must be 0 (in-process) or more"),
+        (cfg.runtime.envs_per_runner >= 1, "runtime.envs_per_runner must be at least 1"),
+        (cfg.run.total_frames > 0, "run.total_frames must be positive"),
+        (cfg.env.protocol in ("dqn", "machado"), f"env.protocol must be dqn or machado, got {cfg.env.protocol!r}"),
+    ]
+    for ok, message in checks:
+        if not ok:
+            raise ConfigError(message)
+    if L.name == "ppo":
+        envs = max(cfg.runtime.num_runners, 1) * cfg.runtime.envs_per_runner
+        if envs % L.minibatches:
+            raise ConfigError(
+                f"PPO splits the {envs} envs (runtime.num_runners x runtime.envs_per_runner) into "
+                f"learner.minibatches={L.minibatches} minibatches of whole sequences; make the env count divisible by it"
+            )
+    elif L.batch_size % cfg.runtime.envs_per_runner:
+        raise ConfigError(
+            f"IMPALA batches whole runner trajectories: learner.batch_size={L.batch_size} must be a multiple of "
+            f"runtime.envs_per_runner={cfg.runtime.envs_per_runner}"
+        )
+
+
+def save_config(cfg: ExperimentConfig, path: Path) -> None:
+    path.write_text(yaml.safe_dump(to_dict(cfg), sort_keys=False))

@@ -1,0 +1,63 @@
+"""IMPALA loss (Espeholt et al. 2018, section 4): V-trace actor-critic.
+
+- value: ``0.5 * sum (v_s - V(x_s))^2`` toward the V-trace targets (eq. 1);
+- policy: ``-sum rho_s * log pi(a_s|x_s) * (r_s + gamma v_{s+1} - V(x_s))`` (section 4.2),
+  the V-trace policy-gradient advantage with ``rho_s`` clipped at ``clip_pg_rho_threshold``;
+- entropy bonus ``-sum H(pi(.|x_s))``.
+
+Total = policy + ``baseline_cost`` * value + ``entropy_cost`` * entropy, summed over time
+and batch as in the paper's code (scalable_agent), which its hyper-parameters assume.
+The behaviour policy's log-probabilities come from the trajectory's
+``behaviour_logits``; the learner's values at row ``T`` bootstrap the unroll.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from learners.returns import vtrace
+from learners.terms import (
+    action_log_probs, batch_mask, entropy_term, policy_gradient_term, step_targets, value_term,
+)
+
+
+def impala_loss(out, batch: dict, cfg, value_transform=None) -> tuple[torch.Tensor, dict]:
+    """``out``: the agent's output over all ``T + 1`` rows (``logits [T+1, B, A]``,
+    ``value [T+1, B]``); ``batch``: the trajectory as tensors; ``cfg``: the learner config.
+
+    ``value_transform`` (PopArt) maps the head's normalised values to returns and the
+    V-trace targets back; identity when absent.
+    """
+    T = batch["reset"].shape[0] - 1
+    mask = batch_mask(batch, T)
+    logits, values_all = out.logits[:T], out.value
+    actions = batch["action"][:T]
+    values_raw = values_all if value_transform is None else value_transform.denormalize(values_all, batch)
+    final_value = None if value_transform is None else value_transform.denormalize(batch["final_value"], batch)[:T]
+    rewards, discounts = step_targets(batch, cfg.gamma, cfg.reward_clip, final_value)
+
+    target_logp = action_log_probs(logits, actions)
+    behaviour_logp = action_log_probs(batch["behaviour_logits"][:T], actions)
+    log_rhos = target_logp.detach() - behaviour_logp
+    returns = vtrace(
+        log_rhos, discounts, rewards, values_raw[:T].detach(), values_raw[T].detach(),
+        clip_rho_threshold=cfg.clip_rho_threshold, clip_pg_rho_threshold=cfg.clip_pg_rho_threshold,
+        clip_c_threshold=cfg.clip_c_threshold, lambda_=cfg.lambda_,
+    )
+    pg_adv, vs, values = returns.pg_advantages, returns.vs, values_all[:T]
+    if value_transform is not None:
+        vs, pg_adv = value_transform.normalize_targets(vs, pg_adv, batch)
+    policy_loss = policy_gradient_term(target_logp, pg_adv, mask, "sum")
+    value_loss = value_term(values, vs, mask, "sum")
+    entropy_loss, mean_entropy = entropy_term(logits, mask, "sum")
+    loss = policy_loss + cfg.baseline_cost * value_loss + cfg.entropy_cost * entropy_loss
+    rho = log_rhos.exp()
+    metrics = {
+        "policy_loss": policy_loss.detach(),
+        "value_loss": value_loss.detach(),
+        "entropy": mean_entropy,
+        "approx_kl": ((-log_rhos) * mask).sum() / mask.sum(),  # E_behaviour[log mu - log pi]
+        "clip_frac": (((rho > cfg.clip_rho_threshold).float() * mask).sum() / mask.sum()) if cfg.clip_rho_threshold else torch.tensor(0.0),
+        "value_mean": (values.detach() * mask).sum() / mask.sum(),
+    }
+    return loss, metrics

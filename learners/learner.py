@@ -1,0 +1,160 @@
+"""The Learner: owns the model, optimizer, learning-rate schedule, PopArt statistics and
+step counters; turns batches of trajectories into parameter updates (DESIGN.md).
+
+It is a plain class: the orchestration wraps it in a Ray actor (asking for a GPU when
+``learner.device`` wants one) or, with ``runtime.num_runners: 0``, calls it in-process.
+On CUDA it stages batches through pinned memory and can autocast the forward pass to
+bfloat16 (``learner.mixed_precision``); on CPU both are skipped.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import torch
+
+from agents.agent import Agent
+from envs.trajectory import Trajectory
+
+
+def resolve_device(name: str) -> torch.device:
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if name.startswith("cuda") and not torch.cuda.is_available():
+        raise RuntimeError("learner.device=cuda but this learner sees no CUDA device; use learner.device=auto or cpu")
+    return torch.device(name)
+
+
+def make_optimizer(params, opt_cfg) -> torch.optim.Optimizer:
+    if opt_cfg.name == "rmsprop":
+        # IMPALA: RMSProp, eps 0.01, decay (alpha) 0.99, momentum 0 (Espeholt et al. 2018, table D.3).
+        return torch.optim.RMSprop(params, lr=opt_cfg.lr, alpha=opt_cfg.alpha, eps=opt_cfg.eps, momentum=opt_cfg.momentum)
+    return torch.optim.Adam(params, lr=opt_cfg.lr, eps=opt_cfg.eps)
+
+
+class Learner:
+    def __init__(self, cfg, spec: dict, threads: int | None = None):
+        """``cfg``: the ExperimentConfig; ``spec``: ``EnvRunner.spec()`` (obs shapes, actions, tasks)."""
+        if threads:
+            torch.set_num_threads(threads)
+        torch.manual_seed(cfg.run.seed)
+        self.cfg = cfg
+        self.lcfg = cfg.learner
+        self.spec = spec
+        self.device = resolve_device(self.lcfg.device)
+        self.agent = Agent(cfg.agent, spec["obs_shapes"], spec["num_actions"], len(spec["tasks"])).to(self.device)
+        self.optimizer = make_optimizer(self.agent.parameters(), self.lcfg.optimizer)
+        self.popart = None
+        if getattr(self.lcfg, "popart", False):
+            from learners.popart import PopArt
+
+            self.popart = PopArt(self.agent.head, len(spec["tasks"]), beta=self.lcfg.popart_beta).to(self.device)
+        self.version = 0  # number of parameter updates so far = the policy version
+        self.frames = 0  # environment frames consumed by updates (drives the lr schedule)
+        self.frames_per_step = spec["frames_per_step"]
+
+    # ------------------------------------------------------------------ data
+
+    def to_batch(self, trajectories: list[Trajectory]) -> tuple[dict, tuple]:
+        traj = trajectories[0] if len(trajectories) == 1 else Trajectory.concat(trajectories)
+        pin = self.device.type == "cuda"
+
+        def move(x: np.ndarray) -> torch.Tensor:
+            t = torch.from_numpy(np.ascontiguousarray(x) if x.flags.writeable else np.array(x))
+            if pin:
+                t = t.pin_memory()
+            return t.to(self.device, non_blocking=pin)
+
+        batch = {k: move(v) for k, v in traj.obs.items()}
+        for f in Trajectory.STEP_FIELDS:
+            batch[f] = move(getattr(traj, f))
+        state = tuple(move(s) for s in traj.initial_state)
+        return batch, state
+
+    def forward(self, batch: dict, state: tuple):
+        autocast = self.device.type == "cuda" and self.lcfg.mixed_precision
+        with torch.autocast("cuda", dtype=torch.bfloat16, enabled=autocast):
+            out, _ = self.agent(batch, state)
+        if autocast:
+            out = type(out)(*(x.float() for x in out))
+        return out
+
+    # ------------------------------------------------------------------ updates
+
+    def lr(self) -> float:
+        o = self.lcfg.optimizer
+        if o.lr_schedule == "constant":
+            return o.lr
+        return o.lr * max(0.0, 1.0 - self.frames / self.cfg.run.total_frames)
+
+    def step(self, loss: torch.Tensor) -> float:
+        """One optimizer step at the scheduled lr; returns the pre-clip gradient norm."""
+        for group in self.optimizer.param_groups:
+            group["lr"] = self.lr()
+        self.optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        grad_norm = torch.nn.utils.clip_grad_norm_(self.agent.parameters(), self.lcfg.optimizer.max_grad_norm)
+        self.optimizer.step()
+        return float(grad_norm)
+
+    def update(self, *trajectories: Trajectory) -> dict:
+        """One learner update on a batch made of ``trajectories``; returns metrics (floats)."""
+        start = time.perf_counter()
+        lags = [self.version - t.policy_version for t in trajectories]
+        batch, state = self.to_batch(list(trajectories))
+        if self.lcfg.name == "ppo":
+            from learners.ppo import ppo_update
+
+            metrics = ppo_update(self, batch, state)
+        else:
+            from learners.impala import impala_loss
+
+            self.agent.train()
+            out = self.forward(batch, state)
+            loss, metrics = impala_loss(out, batch, self.lcfg, self.popart)
+            metrics["grad_norm"] = self.step(loss)
+            if self.popart is not None:
+                metrics.update(self.popart.update(batch, out))
+        T, B = batch["reset"].shape[0] - 1, batch["reset"].shape[1]
+        self.frames += T * B * self.frames_per_step
+        self.version += 1
+        metrics = {k: float(v) for k, v in metrics.items()}
+        metrics.update(
+            lr=self.lr(), policy_lag=float(np.mean(lags)), update_s=time.perf_counter() - start,
+        )
+        for k, v in self.agent.diagnostics().items():
+            v = v.detach().cpu().reshape(-1)
+            for i, x in enumerate(v.tolist()):
+                metrics[f"{k}/{i}"] = x
+        return metrics
+
+    # ------------------------------------------------------------------ state
+
+    def get_weights(self) -> dict:
+        return {k: v.detach().cpu() for k, v in self.agent.state_dict().items()}
+
+    def get_version(self) -> int:
+        return self.version
+
+    def state_counters(self) -> dict:
+        return {"version": self.version, "frames": self.frames}
+
+    def state_dict(self) -> dict:
+        """Everything needed to continue: plain tensors and numbers (``weights_only`` loadable)."""
+        state = {
+            "agent": self.get_weights(),
+            "optimizer": self.optimizer.state_dict(),
+            "counters": {"version": self.version, "frames": self.frames},
+        }
+        if self.popart is not None:
+            state["popart"] = {k: v.cpu() for k, v in self.popart.state_dict().items()}
+        return state
+
+    def load_state_dict(self, state: dict) -> None:
+        self.agent.load_state_dict(state["agent"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.version = int(state["counters"]["version"])
+        self.frames = int(state["counters"]["frames"])
+        if self.popart is not None and "popart" in state:
+            self.popart.load_state_dict(state["popart"])

@@ -1,0 +1,86 @@
+"""What a run reports: episode statistics, TensorBoard scalars and the progress line."""
+
+from __future__ import annotations
+
+import collections
+import sys
+import time
+
+import numpy as np
+
+
+class EpisodeStats:
+    """Returns and lengths of finished episodes: the last ``window`` overall and per task."""
+
+    def __init__(self, tasks: list[str], window: int = 100):
+        self.tasks = tasks
+        self.window = window
+        self.returns = collections.deque(maxlen=window)
+        self.per_task = {t: collections.deque(maxlen=window) for t in range(len(tasks))}
+        self.count = 0
+        self.fresh: list[tuple[int, float, int]] = []  # since the last TensorBoard flush
+
+    def add(self, episodes: list[tuple[int, float, int]]) -> None:
+        for task, ret, length in episodes:
+            self.returns.append(ret)
+            self.per_task[task].append((ret, length))
+            self.count += 1
+            self.fresh.append((task, ret, length))
+
+    def mean_return(self) -> float | None:
+        return float(np.mean(self.returns)) if self.returns else None
+
+    def task_means(self) -> dict[str, float]:
+        return {self.tasks[t]: float(np.mean([r for r, _ in d])) for t, d in self.per_task.items() if d}
+
+    def state_dict(self) -> dict:
+        return {"returns": list(self.returns), "count": self.count,
+                "per_task": {str(t): [list(x) for x in d] for t, d in self.per_task.items()}}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.returns.extend(state["returns"])
+        self.count = int(state["count"])
+        for t, items in state["per_task"].items():
+            if int(t) in self.per_task:
+                self.per_task[int(t)].extend(tuple(x) for x in items)
+
+
+class Logbook:
+    """TensorBoard writer plus a one-line progress display."""
+
+    def __init__(self, log_dir, tasks: list[str], total_frames: int, quiet: bool = False):
+        from torch.utils.tensorboard import SummaryWriter
+
+        self.writer = SummaryWriter(str(log_dir))
+        self.tasks = tasks
+        self.total_frames = total_frames
+        self.quiet = quiet
+        self.last_print = 0.0
+
+    def scalars(self, values: dict[str, float], frames: int, prefix: str = "") -> None:
+        for k, v in values.items():
+            if v is not None and np.isfinite(v):
+                self.writer.add_scalar(f"{prefix}{k}", v, frames)
+
+    def episodes(self, stats: EpisodeStats, frames: int) -> None:
+        for task, ret, length in stats.fresh:
+            name = self.tasks[task] if len(self.tasks) > 1 else "all"
+            self.writer.add_scalar(f"episode_return/{name}", ret, frames)
+            self.writer.add_scalar(f"episode_length/{name}", length, frames)
+        stats.fresh.clear()
+        if stats.returns:
+            self.writer.add_scalar("episode_return_mean100", stats.mean_return(), frames)
+
+    def progress(self, frames: int, fps: float, stats: EpisodeStats, extra: str = "") -> None:
+        if self.quiet:
+            return
+        ret = stats.mean_return()
+        pct = 100.0 * frames / self.total_frames
+        line = (f"[mira] frames {frames:>10,d} ({pct:5.1f}%)  fps {fps:7.0f}  "
+                f"return(last100) {'   n/a' if ret is None else f'{ret:7.3f}'}  episodes {stats.count}")
+        print(line + (f"  {extra}" if extra else ""), file=sys.stderr, flush=True)
+        self.last_print = time.time()
+
+    def close(self) -> None:
+        self.writer.flush()
+        self.writer.close()

@@ -1,0 +1,162 @@
+"""The training loop: runners, learner and the data between them (DESIGN.md, "The data path").
+
+IMPALA keeps every runner busy: whenever a runner returns an unroll its *ObjectRef* goes
+to a queue and the runner is sent straight back out with the newest weights it lacks;
+whenever the learner is idle and the queue holds a batch, the refs (not the values) are
+handed to the learner, which fetches them itself. New weights are one object in Ray's
+object store, read by every runner that needs them. PPO calls the same runners in
+lock-step with one weights version (policy lag 0).
+
+``runtime.num_runners: 0`` runs one runner and the learner in this process with no Ray:
+``Local`` gives them the same call/wait/get interface, so tests and debugging exercise
+this very loop. A runner whose actor dies is replaced (its in-flight unroll is logged
+as lost); Ctrl-C asks the loop to stop, and it writes a checkpoint before returning.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from envs.runner import EnvRunner
+from learners.learner import Learner
+from learners.logbook import EpisodeStats, Logbook
+from learners.run_dir import RunDir
+
+log = logging.getLogger("mira")
+
+
+# ---------------------------------------------------------------- local or Ray calls
+
+
+class Local:
+    """In-process stand-in for an actor handle: ``call`` runs the method now."""
+
+    def __init__(self, obj):
+        self.obj = obj
+
+
+@dataclass(eq=False)  # hashable by identity, like an ObjectRef
+class Done:
+    """The result of a ``Local`` call (a Ray ObjectRef's in-process counterpart)."""
+
+    value: Any = None
+    error: BaseException | None = None
+
+
+def call(handle, method: str, *args, num_returns: int = 1):
+    if isinstance(handle, Local):
+        args = tuple(get(a) if isinstance(a, Done) else a for a in args)  # as Ray resolves refs
+        try:
+            out = getattr(handle.obj, method)(*args)
+        except Exception as e:  # noqa: BLE001 - reported where the result is read
+            return tuple(Done(error=e) for _ in range(num_returns)) if num_returns > 1 else Done(error=e)
+        return tuple(Done(v) for v in out) if num_returns > 1 else Done(out)
+    fn = getattr(handle, method)
+    return fn.options(num_returns=num_returns).remote(*args) if num_returns > 1 else fn.remote(*args)
+
+
+def get(ref):
+    if isinstance(ref, Done):
+        if ref.error is not None:
+            raise ref.error
+        return ref.value
+    import ray
+
+    return ray.get(ref)
+
+
+def wait_one(refs: list, timeout: float = 1.0) -> list:
+    """Refs among ``refs`` that are ready (Local results are always ready)."""
+    local = [r for r in refs if isinstance(r, Done)]
+    if local:
+        return local  # in-process results are all ready
+    import ray
+
+    ready, _ = ray.wait(refs, num_returns=1, timeout=timeout)
+    return ready
+
+
+def runner_failed(error: BaseException) -> bool:
+    try:
+        from ray.exceptions import RayActorError
+
+        return isinstance(error, RayActorError)
+    except ImportError:
+        return False
+
+
+# ---------------------------------------------------------------- cluster set-up
+
+
+def connect(cfg) -> None:
+    import ray
+
+    if ray.is_initialized():
+        return
+    kwargs: dict[str, Any] = dict(include_dashboard=False, logging_level=logging.WARNING, log_to_driver=True)
+    if cfg.runtime.address:
+        ray.init(address=cfg.runtime.address, **kwargs)
+    else:
+        # A local instance: reserve a CPU per runner plus the learner even on a small machine.
+        cpus = max(os.cpu_count() or 1, cfg.runtime.num_runners + int(cfg.runtime.learner_cpus + 0.999))
+        ray.init(num_cpus=cpus, **kwargs)
+
+
+def learner_wants_gpu(cfg) -> bool:
+    if cfg.learner.device.startswith("cuda"):
+        return True
+    if cfg.learner.device == "auto" and cfg.runtime.num_runners > 0:
+        import ray
+
+        return ray.cluster_resources().get("GPU", 0) >= 1
+    return False
+
+
+@dataclass
+class Fleet:
+    cfg: Any
+    runners: list = field(default_factory=list)
+    replaced: int = 0
+
+    def make_runner(self, index: int):
+        cfg = self.cfg
+        kwargs = dict(
+            env_cfg=cfg.env, agent_cfg=cfg.agent, runner_id=index, num_runners=cfg.runtime.num_runners,
+            envs_per_runner=cfg.runtime.envs_per_runner, unroll_length=cfg.learner.unroll_length,
+            seed=cfg.run.seed + 7919 * self.replaced, runners_per_task=cfg.runtime.runners_per_task,
+            torch_threads=cfg.runtime.torch_threads,
+        )
+        if cfg.runtime.num_runners == 0:
+            return Local(EnvRunner(**kwargs))
+        import ray
+
+        actor = ray.remote(num_cpus=1, max_restarts=0, scheduling_strategy="SPREAD")(EnvRunner)
+        return actor.remote(**kwargs)
+
+    def start(self) -> None:
+        self.runners = [self.make_runner(i) for i in range(max(self.cfg.runtime.num_runners, 1))]
+
+    def replace(self, index: int) -> None:
+        self.replaced += 1
+        log.warning("runner %d died; its in-flight unroll is lost; starting a replacement", index)
+        if not isinstance(self.runners[index], Local):
+            import ray
+
+            ray.kill(self.runners[index], no_restart=True)
+        self.runners[index] = self.make_runner(index)
+
+    def make_learner(self, spec: dict):
+        cfg = self.cfg
+        threads = cfg.runtime.learner_threads or None
+        if cfg.runtime.num_runners == 0:
+            return Local(Learner(cfg, spec, threads))
+        import ray
+
+        gpus = 1 if learner_wants_gpu(cfg) else 0
+        actor = ray.remote(num_cpus=cfg.runtime.learner_cpus, num_gpus=gpus)(Learner)
+        return actor.remote(cfg, spec, threads)

@@ -1,0 +1,90 @@
+"""A run directory and what every run leaves in it (DESIGN.md, "Every run leaves").
+
+``runs/<name>/``: ``config.yaml`` (resolved), ``meta.json`` (seed, git revision, command),
+TensorBoard event files, ``checkpoints/ckpt_<frames>.pt`` (plain state dicts, loadable
+with ``torch.load(..., weights_only=True)``) and ``summary.json``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+from learners.config import ConfigError, ExperimentConfig, load_config, save_config
+
+
+def git_revision() -> str:
+    try:
+        here = Path(__file__).resolve().parent
+        out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=here, capture_output=True, text=True, timeout=5)
+        dirty = subprocess.run(["git", "status", "--porcelain"], cwd=here, capture_output=True, text=True, timeout=5)
+        rev = out.stdout.strip() or "unknown"
+        return rev + ("-dirty" if dirty.stdout.strip() else "")
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+
+
+class RunDir:
+    def __init__(self, path: str | Path):
+        self.path = Path(path)
+        self.checkpoints = self.path / "checkpoints"
+
+    @staticmethod
+    def create(cfg: ExperimentConfig, config_path: str | None) -> "RunDir":
+        if not cfg.run.name:
+            stem = Path(config_path).stem if config_path else "run"
+            cfg.run.name = f"{stem}-{time.strftime('%Y%m%d-%H%M%S')}"
+        if not cfg.run.dir:
+            cfg.run.dir = str(Path("runs") / cfg.run.name)
+        run = RunDir(cfg.run.dir)
+        if run.latest_checkpoint() is not None:
+            raise ConfigError(f"run.dir {cfg.run.dir} already holds a run; continue it with `mira train --resume {cfg.run.dir}` or pick another run.dir")
+        run.checkpoints.mkdir(parents=True, exist_ok=True)
+        save_config(cfg, run.path / "config.yaml")
+        meta = {"seed": cfg.run.seed, "git_revision": git_revision(), "command": sys.argv, "started": time.time(), "host": os.uname().nodename}
+        (run.path / "meta.json").write_text(json.dumps(meta, indent=2))
+        return run
+
+    @staticmethod
+    def open(path: str | Path) -> "RunDir":
+        run = RunDir(path)
+        if not run.path.is_dir():
+            raise ConfigError(f"cannot resume: run directory {str(path)!r} does not exist")
+        if not (run.path / "config.yaml").is_file():
+            raise ConfigError(f"cannot resume: {str(path)!r} has no config.yaml; is it a mira run directory?")
+        return run
+
+    def load_config(self, overrides: list[str] | None = None) -> ExperimentConfig:
+        return load_config(self.path / "config.yaml", overrides)
+
+    # ------------------------------------------------------------------ checkpoints
+
+    def checkpoint_paths(self) -> list[Path]:
+        return sorted(self.checkpoints.glob("ckpt_*.pt"), key=lambda p: int(p.stem.split("_")[1]))
+
+    def latest_checkpoint(self) -> Path | None:
+        paths = self.checkpoint_paths()
+        return paths[-1] if paths else None
+
+    def save_checkpoint(self, state: dict, frames: int, keep: int) -> Path:
+        self.checkpoints.mkdir(parents=True, exist_ok=True)
+        path = self.checkpoints / f"ckpt_{frames:012d}.pt"
+        tmp = path.with_suffix(".tmp")
+        torch.save(state, tmp)
+        os.replace(tmp, path)  # a crash mid-write never leaves a torn checkpoint
+        for old in self.checkpoint_paths()[:-keep] if keep > 0 else []:
+            old.unlink(missing_ok=True)
+        return path
+
+    @staticmethod
+    def load_checkpoint(path: str | Path) -> dict:
+        return torch.load(path, map_location="cpu", weights_only=True)
+
+    def write_summary(self, summary: dict) -> None:
+        (self.path / "summary.json").write_text(json.dumps(summary, indent=2))

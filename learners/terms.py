@@ -1,0 +1,85 @@
+"""The pieces both losses are made of (STYLE.md rule 2): reward shaping of the batch,
+log-probabilities, the policy-gradient, value and entropy terms, and masked reductions.
+
+Shapes: ``logits [T, B, A]``, everything else ``[T, B]``. ``mask [T, B]`` is 1 on real
+steps and 0 on padding; every term multiplies by it before reducing, so padding never
+changes a loss. ``reduce`` is ``"sum"`` (IMPALA: the paper's hyper-parameters are tuned
+for sums over time and batch, as in scalable_agent) or ``"mean"`` (PPO, as in
+Kostrikov's and CleanRL's implementations).
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+
+def clip_rewards(rewards: torch.Tensor, mode: str) -> torch.Tensor:
+    """``none``; ``clip`` to [-1, 1] (Atari, Mnih et al. 2015); ``soft_asymmetric``
+    (IMPALA's DMLab choice, scalable_agent): ``5 tanh(r / 5)``, scaled by 0.3 when r < 0."""
+    if mode == "none":
+        return rewards
+    if mode == "clip":
+        return rewards.clamp(-1.0, 1.0)
+    if mode == "soft_asymmetric":
+        squeezed = torch.tanh(rewards / 5.0)
+        return torch.where(rewards < 0, 0.3 * squeezed, squeezed) * 5.0
+    raise ValueError(f"unknown reward_clip {mode!r}; valid: none, clip, soft_asymmetric")
+
+
+def step_targets(batch: dict, gamma: float, reward_clip: str, final_value: torch.Tensor | None = None):
+    """Per-step rewards and discounts ``[T, B]`` for the return math.
+
+    ``discount_t = gamma * (1 - terminated_t) * (1 - truncated_t)``; a truncated step
+    gets ``gamma * V(final observation)`` added to its (clipped) reward instead of a
+    bootstrap through the next row, which belongs to a new episode. ``final_value``
+    overrides the batch's (PopArt passes de-normalised values).
+    """
+    T = batch["reset"].shape[0] - 1
+    terminated = batch["terminated"][:T].float()
+    truncated = batch["truncated"][:T].float()
+    if final_value is None:
+        final_value = batch["final_value"][:T]
+    rewards = clip_rewards(batch["reward"][:T], reward_clip) + gamma * truncated * final_value
+    discounts = gamma * (1.0 - terminated) * (1.0 - truncated)
+    return rewards, discounts
+
+
+def action_log_probs(logits: torch.Tensor, actions: torch.Tensor) -> torch.Tensor:
+    """log pi(a_t | x_t): ``logits [T, B, A]``, ``actions [T, B]`` -> ``[T, B]``."""
+    return F.log_softmax(logits, dim=-1).gather(-1, actions.long().unsqueeze(-1)).squeeze(-1)
+
+
+def entropy(logits: torch.Tensor) -> torch.Tensor:
+    """Entropy of the categorical policy per step, ``[T, B]``."""
+    log_p = F.log_softmax(logits, dim=-1)
+    return -(log_p.exp() * log_p).sum(-1)
+
+
+def reduce(x: torch.Tensor, mask: torch.Tensor, how: str) -> torch.Tensor:
+    total = (x * mask).sum()
+    return total if how == "sum" else total / mask.sum().clamp(min=1.0)
+
+
+def policy_gradient_term(log_probs: torch.Tensor, advantages: torch.Tensor, mask: torch.Tensor, how: str) -> torch.Tensor:
+    """``-E[log pi(a|x) * A]`` with advantages treated as constants."""
+    return reduce(-log_probs * advantages.detach(), mask, how)
+
+
+def value_term(values: torch.Tensor, targets: torch.Tensor, mask: torch.Tensor, how: str) -> torch.Tensor:
+    """``0.5 * E[(target - V)^2]``, targets treated as constants."""
+    return reduce(0.5 * (targets.detach() - values) ** 2, mask, how)
+
+
+def entropy_term(logits: torch.Tensor, mask: torch.Tensor, how: str) -> tuple[torch.Tensor, torch.Tensor]:
+    """(loss = -E[entropy], mean entropy per step for logging)."""
+    ent = entropy(logits)
+    return reduce(-ent, mask, how), reduce(ent.detach(), mask, "mean")
+
+
+def batch_mask(batch: dict, T: int) -> torch.Tensor:
+    """``batch["mask"][:T]`` if present (1 = real step, 0 = padding), else ones."""
+    mask = batch.get("mask")
+    if mask is None:
+        return torch.ones_like(batch["reward"][:T])
+    return mask[:T].float()

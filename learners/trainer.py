@@ -1,0 +1,226 @@
+"""``train``: one run from its config to its summary (the loop of DESIGN.md's data path).
+
+See ``learners/orchestration.py`` for how calls reach runners and the learner with or
+without Ray. Frames are counted when the learner consumes them (so the learning-rate
+schedule and a resumed run agree on them); ``frames = T x batch x frame skip`` per update.
+"""
+
+from __future__ import annotations
+
+import collections
+import signal
+import time
+
+import numpy as np
+
+from learners.logbook import EpisodeStats, Logbook
+from learners.orchestration import Fleet, call, connect, get, runner_failed, wait_one
+from learners.run_dir import RunDir
+
+
+class StopFlag:
+    """First Ctrl-C: finish the current step, checkpoint, return. Second: stop at once."""
+
+    def __init__(self):
+        self.stop = False
+        self._previous = None
+
+    def __enter__(self):
+        def handler(signum, frame):
+            if self.stop:
+                raise KeyboardInterrupt
+            self.stop = True
+            print("\n[mira] interrupted: writing a checkpoint (Ctrl-C again to quit at once)", flush=True)
+
+        try:
+            self._previous = signal.signal(signal.SIGINT, handler)
+        except ValueError:  # not the main thread
+            self._previous = None
+        return self
+
+    def __exit__(self, *exc):
+        if self._previous is not None:
+            signal.signal(signal.SIGINT, self._previous)
+
+
+class Trainer:
+    def __init__(self, cfg, run: RunDir, resume_from=None, quiet: bool = False):
+        self.cfg, self.run, self.quiet = cfg, run, quiet
+        if cfg.runtime.num_runners > 0:
+            connect(cfg)
+        self.fleet = Fleet(cfg)
+        self.fleet.start()
+        self.spec = get(call(self.fleet.runners[0], "spec"))
+        self.learner = self.fleet.make_learner(self.spec)
+        self.stats = EpisodeStats(self.spec["tasks"])
+        self.wall_before = 0.0
+        self.lost_unrolls = 0
+        if resume_from is not None:
+            state = RunDir.load_checkpoint(resume_from)
+            get(call(self.learner, "load_state_dict", state["learner"]))
+            progress = state["progress"]
+            self.stats.load_state_dict(progress["episodes"])
+            self.wall_before = float(progress["wall_time_s"])
+            self.lost_unrolls = int(progress.get("lost_unrolls", 0))
+        self.version = get(call(self.learner, "get_version"))
+        self.frames = int(get(call(self.learner, "state_counters"))["frames"]) if resume_from is not None else 0
+        self.weights = call(self.learner, "get_weights")
+        self.log = Logbook(run.path, self.spec["tasks"], cfg.run.total_frames, quiet)
+        self.metrics_acc: dict[str, list[float]] = collections.defaultdict(list)
+
+    # ------------------------------------------------------------------ pieces
+
+    def _collect(self, index: int, info_ref) -> dict | None:
+        """The small info of a finished unroll, or None if the runner died."""
+        try:
+            return get(info_ref)
+        except Exception as e:  # noqa: BLE001
+            if not runner_failed(e):
+                raise
+            self.lost_unrolls += 1
+            self.fleet.replace(index)
+            self.known[index] = -1
+            return None
+
+    def _send(self, index: int):
+        """Send runner ``index`` out for one unroll with the newest weights it lacks."""
+        runner = self.fleet.runners[index]
+        if self.known[index] != self.version:
+            refs = call(runner, "rollout_with_info", self.weights, self.version, num_returns=2)
+            self.known[index] = self.version
+        else:
+            refs = call(runner, "rollout_with_info", None, None, num_returns=2)
+        return refs
+
+    def _absorb(self, metrics: dict) -> None:
+        for k, v in metrics.items():
+            self.metrics_acc[k].append(v)
+
+    def _log(self, now: float) -> None:
+        frames_delta = self.frames - self._log_frames
+        fps = frames_delta / max(now - self._log_time, 1e-9)
+        self._log_frames, self._log_time = self.frames, now
+        means = {k: float(np.mean(v)) for k, v in self.metrics_acc.items()}
+        self.metrics_acc.clear()
+        means.update(fps=fps, lost_unrolls=self.lost_unrolls, learner_queue_wait_s=self._queue_wait)
+        self._queue_wait = 0.0
+        self.log.scalars(means, self.frames)
+        self.log.episodes(self.stats, self.frames)
+        self.last_metrics = means
+        extra = f"lag {means.get('policy_lag', 0):.1f}" if "policy_lag" in means else ""
+        self.log.progress(self.frames, fps, self.stats, extra)
+
+    def checkpoint(self) -> None:
+        state = {
+            "learner": get(call(self.learner, "state_dict")),
+            "progress": {
+                "frames": self.frames, "wall_time_s": self.wall_time(), "episodes": self.stats.state_dict(),
+                "lost_unrolls": self.lost_unrolls,
+            },
+        }
+        self.run.save_checkpoint(state, self.frames, self.cfg.run.keep_checkpoints)
+
+    def wall_time(self) -> float:
+        return self.wall_before + time.time() - self._start
+
+    # ------------------------------------------------------------------ loops
+
+    def train(self) -> dict:
+        cfg = self.cfg
+        self._start = self._log_time = self._last_ckpt = time.time()
+        self._log_frames, self._queue_wait, self.last_metrics = self.frames, 0.0, {}
+        self.known = [-1] * len(self.fleet.runners)
+        session_frames = self.frames
+        with StopFlag() as flag:
+            loop = self._ppo_loop if cfg.learner.name == "ppo" else self._impala_loop
+            interrupted = loop(flag)
+        self.checkpoint()
+        now = time.time()
+        self._log(now)
+        summary = {
+            "frames": self.frames,
+            "fps": (self.frames - session_frames) / max(now - self._start, 1e-9),
+            "episode_return_mean": self.stats.mean_return(),
+            "episode_return_mean_per_task": self.stats.task_means(),
+            "episodes": self.stats.count,
+            "wall_time_s": self.wall_time(),
+            "updates": self.version,
+            "lost_unrolls": self.lost_unrolls,
+            "interrupted": interrupted,
+            "final_metrics": self.last_metrics,
+        }
+        self.run.write_summary(summary)
+        self.log.close()
+        return summary
+
+    def _periodic(self, flag) -> bool:
+        now = time.time()
+        if now - self._log_time >= self.cfg.run.log_every_s:
+            self._log(now)
+        if now - self._last_ckpt >= self.cfg.run.checkpoint_every_s:
+            self.checkpoint()
+            self._last_ckpt = now
+        return flag.stop
+
+    def _impala_loop(self, flag) -> bool:
+        per_update = self.cfg.learner.batch_size // self.cfg.runtime.envs_per_runner
+        inflight = {}  # info ref -> (runner index, trajectory ref)
+        for i in range(len(self.fleet.runners)):
+            traj, info = self._send(i)
+            inflight[info] = (i, traj)
+        queue: collections.deque = collections.deque()
+        update_ref, idle_since = None, time.time()
+        while self.frames < self.cfg.run.total_frames:
+            if self._periodic(flag):
+                return True
+            waiting = list(inflight) + ([update_ref] if update_ref is not None else [])
+            for ref in wait_one(waiting):
+                if ref is update_ref:
+                    self._absorb(get(update_ref))
+                    update_ref, idle_since = None, time.time()
+                    self.version += 1
+                    self.frames = get(call(self.learner, "state_counters"))["frames"]
+                    self.weights = call(self.learner, "get_weights")
+                    continue
+                index, traj = inflight.pop(ref)
+                info = self._collect(index, ref)
+                if info is not None:
+                    self.stats.add(info["episodes"])
+                    queue.append(traj)
+                new_traj, new_info = self._send(index)
+                inflight[new_info] = (index, new_traj)
+            if update_ref is None and len(queue) >= per_update:
+                self._queue_wait += time.time() - idle_since
+                batch = [queue.popleft() for _ in range(per_update)]
+                update_ref = call(self.learner, "update", *batch)
+        if update_ref is not None:
+            self._absorb(get(update_ref))
+            self.frames = get(call(self.learner, "state_counters"))["frames"]
+        return False
+
+    def _ppo_loop(self, flag) -> bool:
+        n = len(self.fleet.runners)
+        while self.frames < self.cfg.run.total_frames:
+            if self._periodic(flag):
+                return True
+            trajs: list = [None] * n
+            pending, gather_start = {}, time.time()
+            for i in range(n):
+                traj, info = self._send(i)
+                pending[info] = (i, traj)
+            while pending:  # lock-step: every runner acts with this one weights version
+                for ref in wait_one(list(pending)):
+                    index, traj = pending.pop(ref)
+                    info = self._collect(index, ref)
+                    if info is None:  # replaced: redo this runner's share of the round
+                        traj, ref = self._send(index)
+                        pending[ref] = (index, traj)
+                        continue
+                    self.stats.add(info["episodes"])
+                    trajs[index] = traj
+            self._queue_wait += time.time() - gather_start  # the learner waits for the whole round
+            self._absorb(get(call(self.learner, "update", *trajs)))
+            self.version += 1
+            self.frames = get(call(self.learner, "state_counters"))["frames"]
+            self.weights = call(self.learner, "get_weights")
+        return False

@@ -1,0 +1,1 @@
+"""Command-line entry points: the mira CLI and the seed papers' small benchmarks."""

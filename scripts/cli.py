@@ -1,0 +1,84 @@
+"""The ``mira`` command line: train, evaluate, compare, bench.
+
+    mira train CONFIG [dotted.key=value ...]
+    mira train --resume RUN_DIR [dotted.key=value ...]
+    mira bench CONFIG [dotted.key=value ...]
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+
+from learners.config import ConfigError
+
+
+def _train(args) -> int:
+    from learners.config import load_config
+    from learners.run_dir import RunDir
+    from learners.trainer import Trainer
+
+    if args.resume:
+        run = RunDir.open(args.resume)
+        if args.config:
+            args.overrides.insert(0, args.config)  # `mira train --resume DIR key=value`
+        cfg = run.load_config(args.overrides)
+        ckpt = run.latest_checkpoint()
+        if ckpt is None:
+            raise ConfigError(f"cannot resume: {args.resume} has no checkpoint in checkpoints/")
+        print(f"[mira] resuming {run.path} from {ckpt.name}", file=sys.stderr)
+    else:
+        if not args.config:
+            raise ConfigError("mira train needs a CONFIG file (or --resume RUN_DIR)")
+        cfg = load_config(args.config, args.overrides)
+        run = RunDir.create(cfg, args.config)
+        ckpt = None
+    print(f"[mira] run directory: {run.path}", file=sys.stderr)
+    summary = Trainer(cfg, run, resume_from=ckpt, quiet=args.quiet).train()
+    ret = summary["episode_return_mean"]
+    print(
+        f"[mira] done: {summary['frames']:,} frames in {summary['wall_time_s']:.0f}s, "
+        f"{summary['fps']:.0f} fps, mean return (last 100 episodes) "
+        f"{'n/a' if ret is None else f'{ret:.3f}'}; summary in {run.path / 'summary.json'}",
+        file=sys.stderr,
+    )
+    return 130 if summary["interrupted"] else 0
+
+
+def _bench(args) -> int:
+    from scripts.bench import run_bench
+
+    run_bench(args.config, args.overrides, seconds=args.seconds)
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="mira", description="Distributed RL for studying recurrent cores and heads.")
+    sub = parser.add_subparsers(dest="command", required=True)
+    t = sub.add_parser("train", help="train an agent (IMPALA or PPO) from a config")
+    t.add_argument("config", nargs="?", help="YAML config, e.g. configs/impala_minigrid.yaml")
+    t.add_argument("overrides", nargs="*", help="dotted.key=value overrides, e.g. run.total_frames=2e6")
+    t.add_argument("--resume", metavar="RUN_DIR", help="continue the run in RUN_DIR from its last checkpoint")
+    t.add_argument("--quiet", action="store_true", help="no progress lines")
+    t.set_defaults(fn=_train)
+    b = sub.add_parser("bench", help="throughput benchmark of a config: env, inference, learner, end to end")
+    b.add_argument("config")
+    b.add_argument("overrides", nargs="*")
+    b.add_argument("--seconds", type=float, default=20.0, help="duration of each measurement")
+    b.set_defaults(fn=_bench)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    logging.basicConfig(level=logging.WARNING, format="[mira] %(levelname)s %(message)s")
+    args = build_parser().parse_args(argv)
+    try:
+        return args.fn(args)
+    except ConfigError as e:
+        print(f"mira: error: {e}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())
