@@ -1,0 +1,49 @@
+"""Shared fixtures: small configs so every test runs in seconds on 2 CPU cores."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+os.environ.setdefault("RAY_DEDUP_LOGS", "0")
+os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+
+
+def small_overrides(tmp_path, **extra) -> list[str]:
+    """A tiny in-process IMPALA run on MiniGrid: 2 x 4 envs, T=5, hidden 32."""
+    base = {
+        "run.dir": str(tmp_path / "run"),
+        "run.total_frames": 400,
+        "run.log_every_s": 1,
+        "runtime.num_runners": 0,
+        "runtime.envs_per_runner": 4,
+        "learner.unroll_length": 5,
+        "learner.batch_size": 4,
+        "learner.reward_clip": "none",
+        "agent.core_options": "{hidden_size: 32}",
+        "agent.torso_options": "{hidden_size: 32}",
+        "env.level": "MiniGrid-Empty-5x5-v0",
+    }
+    base.update(extra)
+    return [f"{k}={v}" for k, v in base.items()]
+
+
+@pytest.fixture
+def small_cfg(tmp_path):
+    from learners.config import load_config
+
+    def make(**extra):
+        return load_config(None, small_overrides(tmp_path, **extra))
+
+    return make
+
+
+@pytest.fixture(scope="session")
+def ray_local():
+    """One local Ray instance for all tests marked ``ray`` (Ray takes seconds to start)."""
+    ray = pytest.importorskip("ray")
+    if not ray.is_initialized():
+        ray.init(num_cpus=4, include_dashboard=False, log_to_driver=False)
+    yield ray
+    ray.shutdown()

@@ -1,0 +1,60 @@
+"""Configs: every preset loads; bad input fails with a sentence naming the key."""
+
+from pathlib import Path
+
+import pytest
+
+from learners.config import ConfigError, load_config
+from scripts.cli import main
+
+CONFIGS = sorted(Path(__file__).resolve().parents[1].joinpath("configs").glob("*.yaml"))
+
+
+@pytest.mark.parametrize("path", CONFIGS, ids=lambda p: p.name)
+def test_every_preset_loads(path):
+    if path.name.startswith("compare_"):
+        pytest.skip("compare files are read by mira compare")
+    cfg = load_config(path)
+    assert cfg.run.total_frames > 0
+
+
+def test_overrides_and_types():
+    cfg = load_config(None, ["run.total_frames=2e6", "runtime.num_runners=4", "env.game=Breakout", "learner.clip_value=false"])
+    assert cfg.run.total_frames == 2_000_000 and isinstance(cfg.run.total_frames, int)
+    assert cfg.runtime.num_runners == 4 and cfg.env.game == "Breakout" and cfg.learner.clip_value is False
+
+
+def test_core_options_are_filled_and_typed():
+    cfg = load_config(None, ["agent.core_options.hidden_size=64"])
+    assert cfg.agent.core_options == {"hidden_size": 64}
+
+
+@pytest.mark.parametrize(
+    "override, words",
+    [
+        ("learner.lrr=1", ["learner.lrr", "valid keys under 'learner'", "unroll_length"]),
+        ("bogus.x=1", ["bogus", "valid keys at the top level", "runtime"]),
+        ("agent.core=gru9", ["unknown core 'gru9'", "lstm"]),
+        ("agent.head=nope", ["unknown head 'nope'", "linear"]),
+        ("env.suite=dmlab", ["unknown env suite 'dmlab'", "minigrid", "atari"]),
+        ("run.total_frames=abc", ["run.total_frames", "integer"]),
+        ("agent.core_options.hidden=3", ["agent.core_options.hidden", "hidden_size"]),
+        ("learner.name=a2c", ["learner.name", "impala or ppo"]),
+        ("learner.batch_size=30", ["multiple of", "envs_per_runner"]),
+    ],
+)
+def test_bad_input_names_the_key(override, words):
+    with pytest.raises(ConfigError) as e:
+        load_config(None, [override])
+    for w in words:
+        assert w in str(e.value)
+
+
+def test_cli_reports_errors_cleanly(tmp_path, capsys):
+    assert main(["train", "--resume", str(tmp_path / "missing")]) == 2
+    assert "does not exist" in capsys.readouterr().err
+    assert main(["train", str(tmp_path / "nope.yaml")]) == 2
+    assert "does not exist" in capsys.readouterr().err
+    (tmp_path / "empty").mkdir()
+    assert main(["train", "--resume", str(tmp_path / "empty")]) == 2
+    assert "config.yaml" in capsys.readouterr().err

@@ -1,0 +1,82 @@
+"""EnvRunner: the Trajectory layout the learner relies on."""
+
+import numpy as np
+import torch
+
+from agents.config import AgentConfig
+from envs.runner import EnvRunner, assign_tasks
+from envs.suites import EnvConfig
+
+AGENT = AgentConfig(core_options={"hidden_size": 16}, torso_options={"hidden_size": 16})
+
+
+def runner(level="MiniGrid-Empty-5x5-v0", T=6, B=3, **kw):
+    return EnvRunner(EnvConfig(level=level), AGENT, envs_per_runner=B, unroll_length=T, **kw)
+
+
+def test_unrolls_tile_the_stream():
+    r = runner()
+    a, b = r.rollout(), r.rollout()
+    assert a.reset.shape == (7, 3) and a.obs["pixels"].shape == (7, 3, 3, 56, 56)
+    for k in a.obs:
+        np.testing.assert_array_equal(a.obs[k][-1], b.obs[k][0])
+    for f in ("action", "last_action", "last_reward", "reset", "behaviour_logits"):
+        np.testing.assert_array_equal(getattr(a, f)[-1], getattr(b, f)[0])
+    # b's initial state is the state before its row 0 = before a's row T.
+    out = r.agent(
+        {**{k: torch.from_numpy(v) for k, v in a.obs.items()},
+         **{k: torch.from_numpy(getattr(a, k)) for k in ("last_action", "last_reward", "reset", "task_id")}},
+        tuple(torch.from_numpy(s) for s in a.initial_state),
+    )[0]
+    np.testing.assert_allclose(out.logits[-1].detach().numpy(), b.behaviour_logits[0], atol=1e-5)
+
+
+def test_step_fields_are_consistent():
+    r = runner(T=40)
+    tr = r.rollout()
+    T = tr.unroll_length
+    done = tr.terminated[:T] | tr.truncated[:T]
+    np.testing.assert_array_equal(tr.reset[1:], done)
+    # last_action/last_reward echo the previous step unless a new episode starts.
+    keep = ~tr.reset[1:]
+    np.testing.assert_array_equal(tr.last_action[1:][keep], tr.action[:T][keep])
+    np.testing.assert_array_equal(tr.last_reward[1:][keep], tr.reward[:T][keep])
+    assert (tr.last_action[1:][~keep] == 0).all() and (tr.last_reward[1:][~keep] == 0).all()
+
+
+def test_truncation_records_the_final_value():
+    # Empty-5x5 truncates after 100 steps; a random policy rarely finishes first.
+    r = runner(T=110, B=4, seed=3)
+    tr = r.rollout()
+    assert tr.truncated.any(), "expected a time-limit truncation"
+    assert (tr.final_value[tr.truncated] != 0).all()
+    assert (tr.final_value[~tr.truncated] == 0).all()
+    assert not (tr.terminated & tr.truncated).any()
+    assert tr.episodes and all(length <= 100 for _, _, length in tr.episodes)
+
+
+def test_weights_and_version():
+    r = runner()
+    w = {k: torch.zeros_like(v) for k, v in r.agent.state_dict().items()}
+    tr = r.rollout(w, 7)
+    assert tr.policy_version == 7
+    # Row 0 was acted on before the new weights arrived (V-trace corrects for that);
+    # every later row uses them: zero weights give uniform logits.
+    np.testing.assert_allclose(tr.behaviour_logits[1:], 0.0)
+
+
+def test_same_seed_same_experience():
+    a, b = runner(seed=5), runner(seed=5)
+    b.agent.load_state_dict(a.agent.state_dict())
+    ta, tb = a.rollout(), b.rollout()
+    np.testing.assert_array_equal(ta.action, tb.action)
+    np.testing.assert_array_equal(ta.obs["pixels"], tb.obs["pixels"])
+
+
+def test_task_assignment():
+    assert assign_tasks(3, 6, 2, 3) == [0, 0]
+    assert assign_tasks(0, 1, 4, 3) == [0, 1, 2, 0]
+    assert assign_tasks(5, 10, 2, 2, runners_per_task=5) == [1, 1]
+    r = EnvRunner(EnvConfig(levels=["MiniGrid-Empty-5x5-v0", "BabyAI-GoToRedBall-v0"]), AGENT, envs_per_runner=2, unroll_length=2)
+    tr = r.rollout()
+    np.testing.assert_array_equal(tr.task_id[0], [0, 1])

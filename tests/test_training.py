@@ -1,0 +1,102 @@
+"""In-process training (runtime.num_runners: 0): the run directory, resume, Ctrl-C."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+from learners.config import load_config
+from learners.run_dir import RunDir
+from learners.trainer import Trainer
+from tests.conftest import small_overrides
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_smoke_run_leaves_a_complete_run_directory(tmp_path, small_cfg):
+    cfg = small_cfg()
+    summary = Trainer(cfg, RunDir.create(cfg, None), quiet=True).train()
+    run = Path(cfg.run.dir)
+    assert (run / "config.yaml").is_file() and (run / "meta.json").is_file()
+    assert list(run.glob("events.out.tfevents.*"))
+    saved = json.loads((run / "summary.json").read_text())
+    for key in ("frames", "fps", "episode_return_mean", "wall_time_s"):
+        assert key in saved
+    assert saved["frames"] >= 400 and saved["updates"] >= 1
+    ckpt = RunDir(run).latest_checkpoint()
+    state = torch.load(ckpt, weights_only=True)  # plain state dicts only
+    assert set(state) == {"learner", "progress"} and "agent" in state["learner"]
+    assert summary["frames"] == saved["frames"]
+    # The resolved config round-trips.
+    again = load_config(run / "config.yaml")
+    assert again.agent.core_options == {"hidden_size": 32}
+
+
+def test_tensorboard_has_the_promised_scalars(tmp_path, small_cfg):
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    cfg = small_cfg(**{"run.total_frames": 800})
+    Trainer(cfg, RunDir.create(cfg, None), quiet=True).train()
+    acc = EventAccumulator(cfg.run.dir)
+    acc.Reload()
+    tags = set(acc.Tags()["scalars"])
+    for tag in ("policy_loss", "value_loss", "entropy", "grad_norm", "fps", "policy_lag", "learner_queue_wait_s", "lr"):
+        assert tag in tags, f"{tag} missing from {sorted(tags)}"
+    assert any(t.startswith("episode_return/") for t in tags) and any(t.startswith("episode_length/") for t in tags)
+
+
+def test_resume_continues_frames_and_optimizer_state(tmp_path, small_cfg):
+    cfg = small_cfg(**{"run.total_frames": 400})
+    Trainer(cfg, RunDir.create(cfg, None), quiet=True).train()
+    run = RunDir(cfg.run.dir)
+    first = RunDir.load_checkpoint(run.latest_checkpoint())
+    frames0 = first["progress"]["frames"]
+    cfg2 = run.load_config(["run.total_frames=800"])
+    trainer = Trainer(cfg2, run, resume_from=run.latest_checkpoint(), quiet=True)
+    learner = trainer.learner.obj
+    assert learner.frames == frames0 and learner.version == first["learner"]["counters"]["version"]
+    opt_state = learner.optimizer.state_dict()["state"]
+    ref = first["learner"]["optimizer"]["state"]
+    assert opt_state and all(torch.equal(opt_state[k]["square_avg"], ref[k]["square_avg"]) for k in ref)
+    assert learner.lr() < cfg2.learner.optimizer.lr  # the schedule continues, not restarts
+    summary = trainer.train()
+    assert summary["frames"] >= 800 and summary["updates"] > first["learner"]["counters"]["version"]
+    assert summary["episodes"] >= first["progress"]["episodes"]["count"]
+
+
+def test_run_dir_refuses_to_overwrite(tmp_path, small_cfg):
+    from learners.config import ConfigError
+
+    cfg = small_cfg()
+    Trainer(cfg, RunDir.create(cfg, None), quiet=True).train()
+    with pytest.raises(ConfigError, match="--resume"):
+        RunDir.create(small_cfg(), None)
+
+
+def test_ctrl_c_writes_a_checkpoint_and_resume_continues(tmp_path):
+    run = tmp_path / "run"
+    overrides = small_overrides(tmp_path, **{"run.total_frames": 10_000_000, "run.checkpoint_every_s": 1e9})
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    proc = subprocess.Popen([sys.executable, "-m", "scripts.cli", "train", str(ROOT / "configs/impala_minigrid.yaml"), *overrides],
+                            cwd=ROOT, env=env, stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 120
+    for line in proc.stderr:  # wait until training is under way
+        if "frames" in line and "fps" in line or time.time() > deadline:
+            break
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err
+    ckpt = RunDir(run).latest_checkpoint()
+    assert ckpt is not None
+    frames = RunDir.load_checkpoint(ckpt)["progress"]["frames"]
+    assert frames > 0 and json.loads((run / "summary.json").read_text())["interrupted"]
+    out = subprocess.run([sys.executable, "-m", "scripts.cli", "train", "--resume", str(run), f"run.total_frames={frames + 200}", "--quiet"],
+                         cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert json.loads((run / "summary.json").read_text())["frames"] >= frames + 200
