@@ -1,0 +1,122 @@
+"""PPO (Schulman et al. 2017) with recurrent minibatches, on the same runners as IMPALA.
+
+Loss (eq. 7 clipped surrogate, eq. 9 total), for ``r_t = pi(a_t|x_t) / pi_old(a_t|x_t)``:
+
+- policy: ``-E[min(r_t A_t, clip(r_t, 1-eps, 1+eps) A_t)]``;
+- value: ``0.5 * E[max((V - R)^2, (V_old + clip(V - V_old, -eps, eps) - R)^2)]`` when
+  ``clip_value`` (as Kostrikov's and baselines' PPO2 code; the paper's eq. 9 has no clip),
+  else ``0.5 * E[(V - R)^2]``;
+- entropy bonus; total = policy + ``baseline_cost`` * value + ``entropy_cost`` * (-entropy).
+
+Advantages are GAE (Schulman et al. 2016) over the whole unroll with the values the
+runners recorded (all acted with this one weights version), computed once before the
+epochs. A minibatch is whole sequences: a subset of the envs x all T steps, each re-run
+from the core state stored at its first step, with resets inside where episodes end,
+so it works for every core. Metrics share names with IMPALA (STYLE.md rule 2);
+``approx_kl`` is the ``(r - 1) - log r`` estimator, ``clip_frac`` the share of
+``|r - 1| > eps``.
+"""
+
+from __future__ import annotations
+
+import collections
+
+import numpy as np
+import torch
+
+from learners.returns import gae
+from learners.terms import action_log_probs, batch_mask, entropy_term, reduce, step_targets
+
+
+def ppo_loss(out, batch: dict, cfg) -> tuple[torch.Tensor, dict]:
+    """``out`` over ``T + 1`` rows; ``batch`` carries ``advantages`` and ``returns`` [T, B]
+    (targets in the head's value space) besides the trajectory fields."""
+    T = batch["reset"].shape[0] - 1
+    mask = batch_mask(batch, T)
+    actions = batch["action"][:T]
+    logp = action_log_probs(out.logits[:T], actions)
+    old_logp = action_log_probs(batch["behaviour_logits"][:T], actions)
+    log_ratio = logp - old_logp
+    ratio = log_ratio.exp()
+    adv = batch["advantages"]
+    if cfg.normalize_advantages:
+        n = mask.sum().clamp(min=1.0)
+        mean = (adv * mask).sum() / n
+        std = (((adv - mean) ** 2 * mask).sum() / n).sqrt()
+        adv = (adv - mean) / (std + 1e-8)
+    eps = cfg.clip_eps
+    surrogate = torch.max(-adv * ratio, -adv * ratio.clamp(1.0 - eps, 1.0 + eps))
+    policy_loss = reduce(surrogate, mask, "mean")
+
+    values, old_values, returns = out.value[:T], batch["old_values"], batch["returns"]
+    value_err = (values - returns) ** 2
+    if cfg.clip_value:
+        clipped = old_values + (values - old_values).clamp(-eps, eps)
+        value_err = torch.max(value_err, (clipped - returns) ** 2)
+    value_loss = reduce(0.5 * value_err, mask, "mean")
+    entropy_loss, mean_entropy = entropy_term(out.logits[:T], mask, "mean")
+    loss = policy_loss + cfg.baseline_cost * value_loss + cfg.entropy_cost * entropy_loss
+    with torch.no_grad():
+        metrics = {
+            "policy_loss": policy_loss.detach(),
+            "value_loss": value_loss.detach(),
+            "entropy": mean_entropy,
+            "approx_kl": reduce((ratio - 1.0) - log_ratio, mask, "mean"),
+            "clip_frac": reduce(((ratio - 1.0).abs() > eps).float(), mask, "mean"),
+            "value_mean": reduce(values.detach(), mask, "mean"),
+        }
+    return loss, metrics
+
+
+def add_advantages(batch: dict, cfg, value_transform=None) -> dict:
+    """GAE targets from the recorded values; returns a new batch dict with
+    ``advantages``, ``returns`` and ``old_values`` ([T, B])."""
+    T = batch["reset"].shape[0] - 1
+    values = batch["behaviour_value"]
+    final_value = None
+    if value_transform is not None:
+        values = value_transform.denormalize(values, batch)
+        final_value = value_transform.denormalize(batch["final_value"], batch)[:T]
+    rewards, discounts = step_targets(batch, cfg.gamma, cfg.reward_clip, final_value)
+    adv, returns = gae(rewards, values[:T], values[T], discounts, lambda_=cfg.lambda_)
+    if value_transform is not None:
+        returns, adv = value_transform.normalize_targets(returns, adv, batch)
+    return dict(batch, advantages=adv, returns=returns, old_values=batch["behaviour_value"][:T])
+
+
+def minibatches(batch: dict, state: tuple, n: int, generator: torch.Generator | None = None):
+    """Split the envs (dim 1) into ``n`` random groups of whole sequences."""
+    B = batch["reset"].shape[1]
+    order = torch.randperm(B, generator=generator)
+    for idx in order.chunk(n):
+        idx = idx.to(batch["reset"].device)
+        yield {k: v[:, idx] for k, v in batch.items()}, tuple(s[idx] for s in state)
+
+
+def ppo_update(learner, batch: dict, state: tuple) -> dict:
+    """Epochs of minibatch SGD on one lock-step batch; optional early stop on ``target_kl``."""
+    cfg = learner.lcfg
+    batch = add_advantages(batch, cfg, learner.popart)
+    learner.agent.train()
+    history = collections.defaultdict(list)
+    generator = torch.Generator().manual_seed(learner.cfg.run.seed * 7 + learner.version)
+    stop = False
+    for epoch in range(cfg.epochs):
+        for mb, mb_state in minibatches(batch, state, cfg.minibatches, generator):
+            out = learner.forward(mb, mb_state)
+            loss, metrics = ppo_loss(out, mb, cfg)
+            metrics["grad_norm"] = learner.step(loss)
+            for k, v in metrics.items():
+                history[k].append(float(v))
+            if cfg.target_kl and metrics["approx_kl"] > cfg.target_kl:
+                stop = True
+                break
+        if stop:
+            break
+    result = {k: float(np.mean(v)) for k, v in history.items()}
+    result["epochs_done"] = epoch + 1
+    if learner.popart is not None:
+        with torch.no_grad():
+            out = learner.forward(batch, state)
+        result.update(learner.popart.update(batch, out, targets=batch["returns"]))
+    return result

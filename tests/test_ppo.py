@@ -1,0 +1,106 @@
+"""PPO loss and recurrent minibatching."""
+
+import pytest
+import torch
+
+from agents.agent import AgentOutput
+from learners.config import LearnerConfig, load_config
+from learners.learner import Learner
+from learners.ppo import add_advantages, minibatches, ppo_loss
+
+
+def batch_and_output(T=4, B=6, A=3, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    logits = torch.randn(T + 1, B, A, generator=g)
+    batch = {
+        "action": torch.randint(0, A, (T + 1, B), generator=g),
+        "behaviour_logits": logits.clone(),
+        "behaviour_value": torch.randn(T + 1, B, generator=g),
+        "reward": torch.randn(T + 1, B, generator=g),
+        "terminated": torch.rand(T + 1, B, generator=g) < 0.2,
+        "truncated": torch.zeros(T + 1, B, dtype=torch.bool),
+        "final_value": torch.zeros(T + 1, B),
+        "reset": torch.zeros(T + 1, B, dtype=torch.bool),
+        "task_id": torch.zeros(T + 1, B, dtype=torch.long),
+    }
+    batch = add_advantages(batch, LearnerConfig(reward_clip="none", lambda_=0.95))
+    value = batch["behaviour_value"].clone()
+    return batch, AgentOutput(logits.clone().requires_grad_(), value.requires_grad_(), value)
+
+
+def test_ratio_one_gives_no_clipping_and_no_kl():
+    batch, out = batch_and_output()
+    _, m = ppo_loss(out, batch, LearnerConfig())
+    assert float(m["clip_frac"]) == 0.0 and abs(float(m["approx_kl"])) < 1e-7
+
+
+def test_clipping_engages_outside_the_trust_region():
+    batch, out = batch_and_output()
+    cfg = LearnerConfig(clip_eps=0.1, normalize_advantages=False, entropy_cost=0.0, baseline_cost=0.0)
+    # Push the taken actions' probability up a lot: ratio >> 1 + eps.
+    bumped = out.logits.detach().clone()
+    bumped.scatter_add_(-1, batch["action"].unsqueeze(-1), torch.full_like(bumped[..., :1], 3.0))
+    logits = bumped.requires_grad_()
+    loss, m = ppo_loss(AgentOutput(logits, out.value, out.value), batch, cfg)
+    assert float(m["clip_frac"]) == 1.0
+    loss.backward()
+    T = batch["advantages"].shape[0]
+    pos = batch["advantages"] > 0
+    # Positive advantages with r > 1 + eps are clipped: no gradient from them.
+    assert logits.grad[:T][pos].abs().sum() == 0
+    assert logits.grad[:T][~pos].abs().sum() > 0
+
+
+def test_value_clipping():
+    batch, out = batch_and_output()
+    cfg = LearnerConfig(clip_eps=0.1, entropy_cost=0.0)
+    T = batch["returns"].shape[0]
+    far = out.value.detach().clone()
+    far[:T] = batch["old_values"] + 5.0  # moved far beyond the clip range
+    v = far.requires_grad_()
+    _, m_clip = ppo_loss(AgentOutput(out.logits, v, v), batch, cfg)
+    clipped = batch["old_values"] + 0.1
+    expected = 0.5 * torch.max((far[:T] - batch["returns"]) ** 2, (clipped - batch["returns"]) ** 2).mean()
+    torch.testing.assert_close(m_clip["value_loss"], expected)
+    _, m_plain = ppo_loss(AgentOutput(out.logits, v, v), batch, LearnerConfig(clip_value=False))
+    torch.testing.assert_close(m_plain["value_loss"], 0.5 * ((far[:T] - batch["returns"]) ** 2).mean())
+
+
+def test_one_minibatch_one_epoch_equals_the_full_batch(small_cfg):
+    """Recurrent minibatching re-runs whole sequences from their stored initial state."""
+    from envs.runner import EnvRunner
+
+    cfg = small_cfg(**{"learner.name": "ppo", "learner.minibatches": 1, "learner.epochs": 1, "learner.unroll_length": 12})
+    runner = EnvRunner(cfg.env, cfg.agent, envs_per_runner=4, unroll_length=12)
+    runner.rollout()
+    traj = runner.rollout()  # starts mid-episode: a non-zero initial state
+    assert any(abs(s).sum() > 0 for s in traj.initial_state)
+    learner = Learner(cfg, runner.spec())
+    learner.agent.load_state_dict(runner.agent.state_dict())
+    batch, state = learner.to_batch([traj])
+    batch = add_advantages(batch, cfg.learner)
+    learner.agent.eval()
+    full, _ = ppo_loss(learner.forward(batch, state), batch, cfg.learner)
+    (mb, mb_state), = list(minibatches(batch, state, 1))
+    split, _ = ppo_loss(learner.forward(mb, mb_state), mb, cfg.learner)
+    torch.testing.assert_close(full, split)
+    # With the runner's own weights the ratio is 1 everywhere: the state was restored exactly.
+    _, m = ppo_loss(learner.forward(mb, mb_state), mb, cfg.learner)
+    assert float(m["approx_kl"]) < 1e-6
+
+
+def test_minibatches_partition_the_envs():
+    batch, _ = batch_and_output(B=8)
+    seen = []
+    for mb, _ in minibatches(batch, (torch.arange(8.0).unsqueeze(1),), 4):
+        assert mb["reward"].shape[1] == 2
+        seen += mb["reward"][0].tolist()
+    assert sorted(seen) == sorted(batch["reward"][0].tolist())
+
+
+@pytest.mark.parametrize("preset", ["ppo_atari", "ppo_minigrid"])
+def test_ppo_presets(preset):
+    from pathlib import Path
+
+    cfg = load_config(Path(__file__).resolve().parents[1] / "configs" / f"{preset}.yaml")
+    assert cfg.learner.name == "ppo"
