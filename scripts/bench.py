@@ -1,0 +1,125 @@
+"""``mira bench CONFIG``: where the time of one agent step goes, measured in one run.
+
+(a) raw environment steps/s (one process, random actions, the config's envs);
+(b) agent inference steps/s on a runner (T = 1 forward of the runner's batch, 1 thread);
+(c) learner update steps/s alone (fwd + bwd + optimizer on batches of the configured
+    shape, 1 thread; PPO counts each collected step once, whatever its epochs);
+(d) end-to-end training steps/s (``mira train`` itself for a fixed time).
+
+(a)-(c) are measured on one core each, so ``1/a + 1/b + 1/c`` is the core-seconds one
+agent step costs; with ``N`` cores the compute-bound limit is ``N / (1/a + 1/b + 1/c)``
+and (d) is reported as a fraction of it. Figures, not assertions: machines are noisy.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import time
+
+import numpy as np
+import torch
+
+
+def _rate(fn, seconds: float, per_call: int, warmup: int = 2) -> float:
+    for _ in range(warmup):
+        fn()
+    n, start = 0, time.perf_counter()
+    while time.perf_counter() - start < seconds:
+        fn()
+        n += 1
+    return n * per_call / (time.perf_counter() - start)
+
+
+def env_rate(runner, seconds: float) -> float:
+    rng = np.random.default_rng(0)
+    envs, n = runner.envs, runner.suite.num_actions
+
+    def step():
+        for env in envs:
+            _, _, term, trunc, _ = env.step(int(rng.integers(n)))
+            if term or trunc:
+                env.reset()
+
+    return _rate(step, seconds, len(envs))
+
+
+def inference_rate(runner, seconds: float) -> float:
+    inputs = runner._inputs(0)
+    state = runner.agent.initial_state(runner.B)
+
+    def act():
+        with torch.inference_mode():
+            out, _ = runner.agent(inputs, state)
+            torch.multinomial(torch.softmax(out.logits[0], -1), 1)
+
+    return _rate(act, seconds, runner.B)
+
+
+def learner_rate(cfg, runner, seconds: float) -> float:
+    from learners.learner import Learner
+
+    learner = Learner(cfg, runner.spec())
+    if cfg.learner.name == "ppo":
+        per_update = max(cfg.runtime.num_runners, 1)
+    else:
+        per_update = cfg.learner.batch_size // cfg.runtime.envs_per_runner
+    trajs = [runner.rollout() for _ in range(per_update)]
+    T = cfg.learner.unroll_length
+    return _rate(lambda: learner.update(*trajs), seconds, T * runner.B * per_update, warmup=1)
+
+
+def end_to_end_rate(cfg, seconds: float) -> float:
+    from learners.run_dir import RunDir
+    from learners.trainer import Trainer
+
+    tmp = tempfile.mkdtemp(prefix="mira-bench-")
+    cfg.run.dir, cfg.run.name = tmp, "bench"
+    cfg.run.total_frames = 10**12  # stopped by time below
+    cfg.run.checkpoint_every_s = 1e9
+    trainer = Trainer(cfg, RunDir.create(cfg, None), quiet=True)
+    fps_per_step = trainer.spec["frames_per_step"]
+    warm = seconds / 4  # let every runner start and the first updates land
+    start, frames0 = time.time(), 0
+    orig = trainer._periodic
+
+    def periodic(flag):
+        nonlocal start, frames0
+        now = time.time()
+        if frames0 == 0 and now - start >= warm:
+            start, frames0 = now, max(trainer.frames, 1)
+        if frames0 and now - start >= seconds:
+            flag.stop = True
+        return orig(flag)
+
+    trainer._periodic = periodic
+    trainer.cfg.run.log_every_s = 1e9
+    summary = trainer.train()
+    return (summary["frames"] - frames0) / max(time.time() - start, 1e-9) / fps_per_step
+
+
+def run_bench(config_path: str, overrides: list[str], seconds: float = 20.0) -> dict:
+    from envs.runner import EnvRunner
+    from learners.config import load_config
+
+    cfg = load_config(config_path, overrides)
+    torch.set_num_threads(1)
+    runner = EnvRunner(cfg.env, cfg.agent, envs_per_runner=cfg.runtime.envs_per_runner,
+                       unroll_length=cfg.learner.unroll_length, seed=cfg.run.seed)
+    print(f"[bench] {config_path}: {cfg.env.suite} {runner.suite.tasks[0]}{' +' if len(runner.suite.tasks) > 1 else ''}, "
+          f"{cfg.agent.torso}/{cfg.agent.core}/{cfg.agent.head}, learner {cfg.learner.name}, "
+          f"{cfg.runtime.num_runners} runners x {cfg.runtime.envs_per_runner} envs, T={cfg.learner.unroll_length}", flush=True)
+    a = env_rate(runner, seconds)
+    print(f"[bench] (a) environment     {a:9.0f} steps/s  ({1e3 / a:.3f} core-ms/step)", flush=True)
+    b = inference_rate(runner, seconds)
+    print(f"[bench] (b) inference       {b:9.0f} steps/s  ({1e3 / b:.3f} core-ms/step)", flush=True)
+    c = learner_rate(cfg, runner, seconds)
+    print(f"[bench] (c) learner update  {c:9.0f} steps/s  ({1e3 / c:.3f} core-ms/step)", flush=True)
+    runner.close()
+    cores = os.cpu_count() or 1
+    limit = cores / (1 / a + 1 / b + 1 / c)
+    torch.set_num_threads(cores)
+    d = end_to_end_rate(cfg, seconds)
+    print(f"[bench] (d) end to end      {d:9.0f} steps/s", flush=True)
+    print(f"[bench] compute-bound limit on {cores} cores: {limit:.0f} steps/s; end to end reaches {100 * d / limit:.0f}% of it", flush=True)
+    return {"env": a, "inference": b, "learner": c, "end_to_end": d, "limit": limit, "cores": cores}
