@@ -27,6 +27,22 @@ class AgentOutput(NamedTuple):
     core_output: torch.Tensor  # [T, B, H]
 
 
+class TaskValueOutput(nn.Module):
+    """Per-task affine map of the head's value, ``n_i(x) = w_i v(x) + b_i`` (w = 1, b = 0 at
+    start): the last value layer that PopArt rescales to preserve outputs
+    (``learners/popart.py``). Rows without a task ID pass through unchanged."""
+
+    def __init__(self, num_tasks: int):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(num_tasks))
+        self.bias = nn.Parameter(torch.zeros(num_tasks))
+
+    def forward(self, value: torch.Tensor, task_id: torch.Tensor | None) -> torch.Tensor:
+        if task_id is None:
+            return value
+        return self.weight[task_id] * value + self.bias[task_id]
+
+
 class Agent(nn.Module):
     def __init__(self, cfg: AgentConfig, obs_shapes: dict[str, tuple[int, ...]], num_actions: int, num_tasks: int = 1):
         super().__init__()
@@ -36,6 +52,7 @@ class Agent(nn.Module):
         self.torso = TORSOS.get(cfg.torso)(obs_shapes, num_actions, as_set=as_set, **cfg.torso_options)
         self.core = CORES.get(cfg.core)(self.torso.output_size, **cfg.core_options)
         self.head = HEADS.get(cfg.head)(self.core.output_size, num_actions, num_tasks, **cfg.head_options)
+        self.value_output = TaskValueOutput(num_tasks) if cfg.popart else None
 
     @property
     def reads_task_id(self) -> bool:
@@ -53,6 +70,9 @@ class Agent(nn.Module):
         if self.reads_task_id and task_id is None:
             raise ValueError(f"head {type(self.head).__name__} reads the task ID but the inputs carry none")
         logits, value = self.head(h, task_id)
+        if self.value_output is not None:
+            # The critic is trained only; it may read the task ID even when the policy does not.
+            value = self.value_output(value, inputs.get("task_id"))
         return AgentOutput(logits, value, h), state
 
     def diagnostics(self) -> dict[str, torch.Tensor]:

@@ -92,11 +92,12 @@ class ShallowTorso(nn.Module):
         """
         pixels = obs["pixels"]
         T, B = pixels.shape[:2]
-        x = pixels.reshape(T * B, *pixels.shape[2:]).float() / 255.0
+        dtype = self.conv[0].weight.dtype
+        x = pixels.reshape(T * B, *pixels.shape[2:]).to(dtype) / 255.0
         x = self.conv(x)  # [TB, 32, h, w]
         extras = [
-            F.one_hot(last_action.reshape(T * B).long(), self.num_actions).float(),
-            last_reward.reshape(T * B, 1).float().clamp(-1.0, 1.0),
+            F.one_hot(last_action.reshape(T * B).long(), self.num_actions).to(dtype),
+            last_reward.reshape(T * B, 1).to(dtype).clamp(-1.0, 1.0),
         ]
         if self.read_instruction:
             extras.append(self._instruction(obs["instruction"].reshape(T * B, -1)))

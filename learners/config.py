@@ -240,6 +240,7 @@ def validate(cfg: ExperimentConfig) -> None:
     except KeyError as e:
         raise ConfigError(e.args[0]) from None
     L = cfg.learner
+    cfg.agent.popart = cfg.agent.popart or L.popart  # the one switch: learner.popart
     checks = [
         (L.name in ("impala", "ppo"), f"learner.name must be impala or ppo, got {L.name!r}"),
         (L.device in ("auto", "cpu", "cuda") or L.device.startswith("cuda:"), f"learner.device must be auto, cpu or cuda, got {L.device!r}"),

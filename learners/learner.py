@@ -49,7 +49,7 @@ class Learner:
         if getattr(self.lcfg, "popart", False):
             from learners.popart import PopArt
 
-            self.popart = PopArt(self.agent.head, len(spec["tasks"]), beta=self.lcfg.popart_beta).to(self.device)
+            self.popart = PopArt(self.agent.value_output, len(spec["tasks"]), beta=self.lcfg.popart_beta).to(self.device)
         self.version = 0  # number of parameter updates so far = the policy version
         self.frames = 0  # environment frames consumed by updates (drives the lr schedule)
         self.frames_per_step = spec["frames_per_step"]
@@ -115,7 +115,7 @@ class Learner:
             loss, metrics = impala_loss(out, batch, self.lcfg, self.popart)
             metrics["grad_norm"] = self.step(loss)
             if self.popart is not None:
-                metrics.update(self.popart.update(batch, out))
+                metrics.update(self.popart.update())
         T, B = batch["reset"].shape[0] - 1, batch["reset"].shape[1]
         self.frames += T * B * self.frames_per_step
         self.version += 1

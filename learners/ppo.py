@@ -116,7 +116,5 @@ def ppo_update(learner, batch: dict, state: tuple) -> dict:
     result = {k: float(np.mean(v)) for k, v in history.items()}
     result["epochs_done"] = epoch + 1
     if learner.popart is not None:
-        with torch.no_grad():
-            out = learner.forward(batch, state)
-        result.update(learner.popart.update(batch, out, targets=batch["returns"]))
+        result.update(learner.popart.update())
     return result

@@ -31,7 +31,7 @@ class LSTMCore(nn.Module):
         self.output_size = hidden_size
 
     def initial_state(self, batch_size: int, device=None) -> State:
-        z = torch.zeros(batch_size, self.output_size, device=device)
+        z = torch.zeros(batch_size, self.output_size, device=device, dtype=self.cell.weight_ih.dtype)
         return (z, z.clone())
 
     def forward(self, x: torch.Tensor, state: State, reset: torch.Tensor):
