@@ -180,6 +180,44 @@ class EnvRunner:
         traj = self.rollout(weights, version)
         return traj, {"episodes": traj.episodes, "version": traj.policy_version, "steps": self.T * self.B}
 
+    @torch.inference_mode()
+    def run_episodes(self, episodes_per_env: int, weights: dict | None = None) -> list[tuple[int, float, int]]:
+        """Evaluation: fresh episodes, agent in eval mode, no trajectories kept.
+
+        Every env plays exactly ``episodes_per_env`` whole episodes (counting the first
+        episodes to finish across envs would favour short ones). The task ID reaches the
+        agent only if its head reads it. Returns (task, return, length) per episode.
+        Leaves the training stream restarted (fresh episodes) afterwards.
+        """
+        if weights is not None:
+            self.agent.load_state_dict(weights)
+        self.agent.eval()
+        reads_task = self.agent.reads_task_id
+        done_count = np.zeros(self.B, dtype=int)
+        results: list[tuple[int, float, int]] = []
+        self._start()
+        while (done_count < episodes_per_env).any():
+            rows = self._inputs(0)
+            if not reads_task:
+                rows.pop("task_id")
+            out, self.state_before = self.agent(rows, self.state_before)
+            actions = torch.multinomial(torch.softmax(out.logits[0], -1), 1, generator=self.generator)[:, 0].numpy()
+            for i, env in enumerate(self.envs):
+                obs, reward, terminated, truncated, info = env.step(int(actions[i]))
+                if "episode" in info and done_count[i] < episodes_per_env:
+                    results.append((int(self.tasks[i]), float(info["episode"]["r"]), int(info["episode"]["l"])))
+                    done_count[i] += 1
+                new_episode = terminated or truncated
+                if new_episode:
+                    obs, _ = env.reset()
+                for k, v in obs.items():
+                    self.obs[k][0, i] = v
+                self.buf["reset"][0, i] = new_episode
+                self.buf["last_action"][0, i] = 0 if new_episode else actions[i]
+                self.buf["last_reward"][0, i] = 0.0 if new_episode else reward
+        self._start()
+        return results
+
     def spec(self) -> dict:
         """What the learner needs to build the same agent."""
         return dict(

@@ -71,7 +71,8 @@ def get(ref):
 
 
 def wait_one(refs: list, timeout: float = 1.0) -> list:
-    """Refs among ``refs`` that are ready (Local results are always ready)."""
+    """Refs among ``refs`` that are ready, waiting up to ``timeout`` s for one (Local
+    results are always ready)."""
     local = [r for r in refs if isinstance(r, Done)]
     if local:
         return local  # in-process results are all ready
@@ -149,6 +150,18 @@ class Fleet:
 
             ray.kill(self.runners[index], no_restart=True)
         self.runners[index] = self.make_runner(index)
+
+    def make_evaluator(self, num_tasks: int):
+        from envs.evaluation import Evaluator
+
+        cfg = self.cfg
+        kwargs = dict(env_cfg=cfg.env, agent_cfg=cfg.agent, tasks=list(range(num_tasks)), episodes=cfg.eval.episodes,
+                      max_envs=cfg.runtime.envs_per_runner, seed=cfg.run.seed + 10_000)
+        if cfg.runtime.num_runners == 0:
+            return Local(Evaluator(**kwargs))
+        import ray
+
+        return ray.remote(num_cpus=1)(Evaluator).remote(**kwargs)
 
     def make_learner(self, spec: dict):
         cfg = self.cfg

@@ -67,6 +67,9 @@ class Trainer:
         self.weights = call(self.learner, "get_weights")
         self.log = Logbook(run.path, self.spec["tasks"], cfg.run.total_frames, quiet)
         self.metrics_acc: dict[str, list[float]] = collections.defaultdict(list)
+        self.evaluator, self.eval_ref, self.eval_frames = None, None, 0
+        every = cfg.eval.every_frames
+        self.next_eval = (self.frames // every + 1) * every if every > 0 else None
 
     # ------------------------------------------------------------------ pieces
 
@@ -111,7 +114,10 @@ class Trainer:
         self.log.progress(self.frames, fps, self.stats, extra)
 
     def checkpoint(self) -> None:
+        from learners.config import to_dict
+
         state = {
+            "config": to_dict(self.cfg),  # a checkpoint is self-contained for mira evaluate
             "learner": get(call(self.learner, "state_dict")),
             "progress": {
                 "frames": self.frames, "wall_time_s": self.wall_time(), "episodes": self.stats.state_dict(),
@@ -153,7 +159,29 @@ class Trainer:
         self.log.close()
         return summary
 
+    def _evaluation(self) -> None:
+        """Launch an evaluation every ``eval.every_frames`` (on its own actor with Ray, so
+        training goes on meanwhile) and log it when it is done."""
+        if self.eval_ref is not None and wait_one([self.eval_ref], timeout=0):
+            from envs.evaluation import score_table
+
+            names = self.spec["tasks"]
+            result = score_table({names[t]: r for t, r in get(self.eval_ref).items()}, self.spec["score_suite"], reps=200)
+            values = {f"eval/return/{t}": e["return_mean"] for t, e in result["tasks"].items()}
+            values.update({f"eval/normalized_score/{t}": e["normalized_score"] for t, e in result["tasks"].items()})
+            values.update({f"eval/{k}": a["value"] for k, a in result["aggregates"].items()})
+            self.log.scalars(values, self.eval_frames)
+            self.eval_ref = None
+        if self.next_eval is None or self.frames < self.next_eval or self.eval_ref is not None:
+            return
+        if self.evaluator is None:
+            self.evaluator = self.fleet.make_evaluator(len(self.spec["tasks"]))
+        self.eval_ref, self.eval_frames = call(self.evaluator, "evaluate", self.weights), self.frames
+        every = self.cfg.eval.every_frames
+        self.next_eval = (self.frames // every + 1) * every
+
     def _periodic(self, flag) -> bool:
+        self._evaluation()
         now = time.time()
         if now - self._log_time >= self.cfg.run.log_every_s:
             self._log(now)

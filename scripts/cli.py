@@ -2,6 +2,7 @@
 
     mira train CONFIG [dotted.key=value ...]
     mira train --resume RUN_DIR [dotted.key=value ...]
+    mira evaluate RUN_DIR_OR_CHECKPOINT [--episodes N] [--tasks ...] [--protocol dqn|machado]
     mira bench CONFIG [dotted.key=value ...]
 """
 
@@ -46,6 +47,16 @@ def _train(args) -> int:
     return 130 if summary["interrupted"] else 0
 
 
+def _evaluate(args) -> int:
+    from scripts.evaluate import evaluate_checkpoint
+
+    result = evaluate_checkpoint(args.target, episodes=args.episodes, tasks=args.tasks, protocol=args.protocol,
+                                 num_runners=args.num_runners, overrides=args.overrides)
+    for name, a in result["aggregates"].items():
+        print(f"{name:12s} {a['value']:10.3f}  95% CI [{a['ci95'][0]:.3f}, {a['ci95'][1]:.3f}]")
+    return 0
+
+
 def _bench(args) -> int:
     from scripts.bench import run_bench
 
@@ -62,6 +73,14 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--resume", metavar="RUN_DIR", help="continue the run in RUN_DIR from its last checkpoint")
     t.add_argument("--quiet", action="store_true", help="no progress lines")
     t.set_defaults(fn=_train)
+    e = sub.add_parser("evaluate", help="evaluate a run or checkpoint: returns, normalised scores, CIs")
+    e.add_argument("target", metavar="RUN_DIR_OR_CHECKPOINT")
+    e.add_argument("overrides", nargs="*", help="dotted.key=value overrides of the run's config")
+    e.add_argument("--episodes", type=int, default=10, help="episodes per task")
+    e.add_argument("--tasks", nargs="+", help="evaluate only these tasks (names as in the run's suite)")
+    e.add_argument("--protocol", choices=["dqn", "machado"], help="Atari protocol to evaluate under")
+    e.add_argument("--num-runners", type=int, help="0 = in-process; default: the run's runtime.num_runners")
+    e.set_defaults(fn=_evaluate)
     b = sub.add_parser("bench", help="throughput benchmark of a config: env, inference, learner, end to end")
     b.add_argument("config")
     b.add_argument("overrides", nargs="*")

@@ -1,0 +1,84 @@
+"""Evaluation episodes and their normalised scores (no learning, no Ray).
+
+``Evaluator`` plays whole episodes of the tasks it is given with a fixed set of weights;
+``mira evaluate`` runs one per task on Ray runners in parallel, training runs one on the
+side when ``eval.every_frames`` is set. ``score_table`` turns episode returns into the
+per-task report and the aggregates with stratified-bootstrap confidence intervals
+(Agarwal et al. 2021), over a matrix ``[episodes, tasks]`` of normalised returns.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from agents.config import AgentConfig
+from envs.runner import EnvRunner
+from envs.suites import EnvConfig
+
+
+class Evaluator:
+    def __init__(self, env_cfg: EnvConfig, agent_cfg: AgentConfig, tasks: list[int], episodes: int,
+                 max_envs: int = 8, seed: int = 10_000, torch_threads: int = 1):
+        self.episodes = episodes
+        self.envs = max(1, min(episodes, max_envs))
+        self.per_env = math.ceil(episodes / self.envs)
+        self.runners = {
+            task: EnvRunner(env_cfg, agent_cfg, runner_id=task, envs_per_runner=self.envs, unroll_length=1,
+                            seed=seed + task, tasks=[task] * self.envs, torch_threads=torch_threads)
+            for task in tasks
+        }
+
+    def evaluate(self, weights: dict) -> dict[int, list[float]]:
+        """``{task: [return of each of `episodes` episodes]}``."""
+        out = {}
+        for task, runner in self.runners.items():
+            eps = runner.run_episodes(self.per_env, weights)
+            out[task] = [ret for _, ret, _ in eps][: self.episodes]
+        return out
+
+
+def score_table(returns: dict[str, list[float]], score_suite: str, reps: int = 2000, seed: int = 0) -> dict:
+    """Per-task statistics and aggregates of normalised scores (when the suite has them)."""
+    from envs import scores
+    from scripts import statistics as st
+
+    tasks = list(returns)
+    has_ref = scores.has_reference_scores(score_suite) if score_suite != "none" else False
+    per_task = {}
+    for task in tasks:
+        r = np.asarray(returns[task], dtype=float)
+        entry = {"return_mean": float(r.mean()), "return_std": float(r.std(ddof=1)) if len(r) > 1 else 0.0,
+                 "episodes": int(len(r)), "normalized_score": None}
+        if has_ref:
+            entry["normalized_score"] = float(scores.normalized_score(score_suite, task, float(r.mean())))
+        per_task[task] = entry
+    result = {"score": scores.score_name(score_suite) if has_ref else "raw return", "tasks": per_task, "aggregates": {}}
+    n = min(len(v) for v in returns.values())
+    if n == 0:
+        return result
+    if has_ref:
+        matrix = np.array([[scores.normalized_score(score_suite, t, x) for x in returns[t][:n]] for t in tasks]).T
+    else:
+        matrix = np.array([returns[t][:n] for t in tasks], dtype=float).T
+    aggregates = {"median": st.median, "mean": st.mean, "iqm": st.iqm}
+    if has_ref:
+        aggregates["capped_mean"] = st.capped_mean
+    for name, fn in aggregates.items():
+        ci = st.stratified_bootstrap_ci(matrix, fn, reps=reps, seed=seed)
+        result["aggregates"][name] = {"value": float(ci.estimate), "ci95": [float(ci.low), float(ci.high)]}
+    return result
+
+
+def markdown(result: dict, title: str) -> str:
+    lines = [f"# {title}", "", f"Score: {result['score']}.", "",
+             "| task | return mean | return std | episodes | normalised score |", "| --- | ---: | ---: | ---: | ---: |"]
+    for task, e in result["tasks"].items():
+        ns = "n/a" if e["normalized_score"] is None else f"{e['normalized_score']:.1f}"
+        lines.append(f"| {task} | {e['return_mean']:.3f} | {e['return_std']:.3f} | {e['episodes']} | {ns} |")
+    if result["aggregates"]:
+        lines += ["", "| aggregate | value | 95% CI (stratified bootstrap) |", "| --- | ---: | --- |"]
+        for name, a in result["aggregates"].items():
+            lines.append(f"| {name} | {a['value']:.3f} | [{a['ci95'][0]:.3f}, {a['ci95'][1]:.3f}] |")
+    return "\n".join(lines) + "\n"

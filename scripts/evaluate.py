@@ -1,0 +1,101 @@
+"""``mira evaluate RUN_DIR_OR_CHECKPOINT``: whole episodes per task, normalised scores, CIs.
+
+Runs ``--episodes`` episodes of every task (or ``--tasks``) with the checkpoint's agent in
+evaluation mode, one Ray evaluator per task in parallel (``--num-runners 0``: in-process),
+and writes ``eval.json`` and ``eval.md`` beside the checkpoint: in the run directory for a
+run's checkpoint, next to the file otherwise.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+
+from learners.config import ConfigError, from_dict, ExperimentConfig, load_config, validate
+
+
+def locate(path: str) -> tuple[Path, Path]:
+    """(checkpoint file, directory to write to) from a run directory or a checkpoint path."""
+    from learners.run_dir import RunDir
+
+    p = Path(path)
+    if p.is_dir():
+        ckpt = RunDir(p).latest_checkpoint()
+        if ckpt is None:
+            raise ConfigError(f"{path} holds no checkpoint (looked in {p / 'checkpoints'})")
+        return ckpt, p
+    if not p.is_file():
+        raise ConfigError(f"{path} is neither a run directory nor a checkpoint file")
+    out = p.parent.parent if p.parent.name == "checkpoints" and (p.parent.parent / "config.yaml").is_file() else p.parent
+    return p, out
+
+
+def load_run_config(ckpt: Path, state: dict, overrides: list[str]) -> ExperimentConfig:
+    if "config" in state:
+        from learners.config import parse_overrides, _set_dotted
+
+        data = state["config"]
+        for key, value in parse_overrides(overrides):
+            _set_dotted(data, key, value)
+        cfg = from_dict(ExperimentConfig, data)
+        validate(cfg)
+        return cfg
+    config_path = ckpt.parent.parent / "config.yaml"
+    if not config_path.is_file():
+        raise ConfigError(f"{ckpt} carries no config and there is no {config_path}")
+    return load_config(config_path, overrides)
+
+
+def evaluate_checkpoint(path: str, episodes: int = 10, tasks: list[str] | None = None, protocol: str | None = None,
+                        num_runners: int | None = None, overrides: list[str] | None = None, quiet: bool = False) -> dict:
+    from envs.evaluation import Evaluator, markdown, score_table
+    from envs.suites import build_suite
+    from learners.orchestration import call, connect, get, Local
+    from learners.run_dir import RunDir
+
+    ckpt, out_dir = locate(path)
+    state = RunDir.load_checkpoint(ckpt)
+    overrides = list(overrides or [])
+    if protocol:
+        overrides.append(f"env.protocol={protocol}")
+    cfg = load_run_config(ckpt, state, overrides)
+    suite = build_suite(cfg.env)
+    names = tasks or suite.tasks
+    unknown = [t for t in names if t not in suite.tasks]
+    if unknown:
+        raise ConfigError(f"unknown task(s) {unknown}; this run's tasks: {', '.join(suite.tasks)}")
+    indices = [suite.tasks.index(t) for t in names]
+    weights = state["learner"]["agent"]
+    in_process = (cfg.runtime.num_runners if num_runners is None else num_runners) == 0
+    kwargs = dict(env_cfg=cfg.env, agent_cfg=cfg.agent, episodes=episodes, max_envs=cfg.runtime.envs_per_runner, seed=cfg.run.seed + 10_000)
+    start = time.time()
+    if not quiet:
+        print(f"[mira] evaluating {ckpt} on {len(indices)} task(s), {episodes} episodes each"
+              f"{' in-process' if in_process else ' on Ray'}", file=sys.stderr, flush=True)
+    if in_process:
+        handles = [Local(Evaluator(tasks=[i], **kwargs)) for i in indices]
+    else:
+        import ray
+
+        connect(cfg)
+        actor = ray.remote(num_cpus=1, scheduling_strategy="SPREAD")(Evaluator)
+        handles = [actor.remote(tasks=[i], **kwargs) for i in indices]
+        weights = ray.put(weights)
+    refs = [call(h, "evaluate", weights) for h in handles]
+    returns = {}
+    for i, ref in zip(indices, refs):
+        returns[suite.tasks[i]] = get(ref)[i]
+        if not quiet:
+            r = returns[suite.tasks[i]]
+            print(f"[mira]   {suite.tasks[i]}: mean return {sum(r) / len(r):.3f} over {len(r)} episodes "
+                  f"({time.time() - start:.0f}s)", file=sys.stderr, flush=True)
+    result = score_table(returns, suite.score_suite)
+    result.update(checkpoint=str(ckpt), frames=state["progress"]["frames"], protocol=cfg.env.protocol if cfg.env.suite == "atari" else None,
+                  wall_time_s=time.time() - start)
+    (out_dir / "eval.json").write_text(json.dumps(result, indent=2))
+    (out_dir / "eval.md").write_text(markdown(result, f"Evaluation of {ckpt.name} ({result['frames']:,} frames)"))
+    if not quiet:
+        print(f"[mira] wrote {out_dir / 'eval.json'} and eval.md", file=sys.stderr)
+    return result

@@ -1,0 +1,56 @@
+"""mira evaluate on a tiny checkpoint, and periodic evaluation during training."""
+
+import json
+
+import pytest
+
+from learners.run_dir import RunDir
+from learners.trainer import Trainer
+from scripts.cli import main
+
+
+@pytest.fixture
+def tiny_run(small_cfg):
+    cfg = small_cfg(**{"eval.every_frames": 200, "eval.episodes": 2})
+    Trainer(cfg, RunDir.create(cfg, None), quiet=True).train()
+    return cfg
+
+
+def test_evaluate_writes_report(tiny_run, capsys):
+    run = tiny_run.run.dir
+    assert main(["evaluate", run, "--episodes", "3", "--num-runners", "0"]) == 0
+    result = json.loads((RunDir(run).path / "eval.json").read_text())
+    task = result["tasks"]["MiniGrid-Empty-5x5-v0"]
+    assert task["episodes"] == 3 and 0 <= task["return_mean"] <= 1 and task["return_std"] >= 0
+    for name in ("median", "mean", "iqm"):
+        a = result["aggregates"][name]
+        assert a["ci95"][0] <= a["value"] <= a["ci95"][1]
+    assert (RunDir(run).path / "eval.md").read_text().startswith("# Evaluation")
+    # A bare checkpoint file works too (it carries its config); the report goes beside it.
+    ckpt = RunDir(run).latest_checkpoint()
+    assert main(["evaluate", str(ckpt), "--episodes", "2", "--num-runners", "0"]) == 0
+
+
+def test_evaluate_errors(tiny_run, tmp_path, capsys):
+    assert main(["evaluate", str(tmp_path / "nothing")]) == 2
+    assert main(["evaluate", tiny_run.run.dir, "--tasks", "Pong", "--num-runners", "0"]) == 2
+    assert "this run's tasks" in capsys.readouterr().err
+
+
+def test_periodic_evaluation_is_logged(tiny_run):
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    acc = EventAccumulator(tiny_run.run.dir)
+    acc.Reload()
+    assert "eval/return/MiniGrid-Empty-5x5-v0" in acc.Tags()["scalars"]
+
+
+def test_atari_scores_are_human_normalised():
+    from envs.evaluation import score_table
+
+    result = score_table({"Pong": [14.6, 14.6], "Breakout": [1.7, 1.7]}, "atari", reps=50)
+    assert result["score"] == "human-normalised"
+    assert result["tasks"]["Pong"]["normalized_score"] == pytest.approx(100.0)
+    assert result["tasks"]["Breakout"]["normalized_score"] == pytest.approx(0.0)
+    assert result["aggregates"]["mean"]["value"] == pytest.approx(50.0)
+    assert result["aggregates"]["capped_mean"]["value"] == pytest.approx(50.0)
