@@ -1,0 +1,27 @@
+"""Short learning tests with thresholds: the whole stack has to work for these to pass."""
+
+from pathlib import Path
+
+import pytest
+
+from learners.config import load_config
+from learners.run_dir import RunDir
+from learners.trainer import Trainer
+
+ROOT = Path(__file__).resolve().parents[1]
+pytestmark = pytest.mark.slow
+
+
+def test_ppo_lstm_learns_the_quick_start_level(tmp_path):
+    cfg = load_config(ROOT / "configs/ppo_minigrid.yaml", [
+        f"run.dir={tmp_path / 'ppo'}", "run.total_frames=16000", "runtime.num_runners=0",
+    ])
+    summary = Trainer(cfg, RunDir.create(cfg, None), quiet=True).train()
+    assert summary["episode_return_mean"] >= 0.8, summary
+
+
+@pytest.mark.ray
+def test_impala_lstm_learns_the_quick_start_level(tmp_path, ray_local):
+    cfg = load_config(ROOT / "configs/impala_minigrid.yaml", [f"run.dir={tmp_path / 'impala'}", "run.total_frames=160000"])
+    summary = Trainer(cfg, RunDir.create(cfg, None), quiet=True).train()
+    assert summary["episode_return_mean"] >= 0.8, summary
