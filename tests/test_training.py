@@ -100,3 +100,32 @@ def test_ctrl_c_writes_a_checkpoint_and_resume_continues(tmp_path):
                          cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr
     assert json.loads((run / "summary.json").read_text())["frames"] >= frames + 200
+
+
+@pytest.mark.parametrize("learner", ["impala", "ppo"])
+@pytest.mark.parametrize("core", ["lstm", "rims", "mi_lstm", "alstm"])
+def test_every_core_trains_with_both_learners(small_cfg, core, learner):
+    cfg = small_cfg(**{"agent.core": core, "agent.core_options": "{}", "learner.name": learner, "learner.minibatches": 2,
+                       "run.total_frames": 200})
+    summary = Trainer(cfg, RunDir.create(cfg, None), quiet=True).train()
+    assert summary["updates"] >= 1 and summary["final_metrics"]["grad_norm"] > 0
+
+
+@pytest.mark.parametrize("learner", ["impala", "ppo"])
+@pytest.mark.parametrize("head", ["linear", "multi_head", "multiplicative"])
+def test_every_head_trains_with_both_learners(small_cfg, head, learner):
+    cfg = small_cfg(**{"agent.head": head, "learner.name": learner, "learner.minibatches": 2, "run.total_frames": 200,
+                       "env.levels": "[MiniGrid-Empty-5x5-v0, BabyAI-GoToRedBall-v0]"})
+    summary = Trainer(cfg, RunDir.create(cfg, None), quiet=True).train()
+    assert summary["updates"] >= 1 and summary["final_metrics"]["grad_norm"] > 0
+
+
+def test_rims_activation_frequency_reaches_tensorboard(small_cfg):
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    cfg = small_cfg(**{"agent.core": "rims", "agent.core_options": "{}", "run.total_frames": 200})
+    Trainer(cfg, RunDir.create(cfg, None), quiet=True).train()
+    acc = EventAccumulator(cfg.run.dir)
+    acc.Reload()
+    tags = [t for t in acc.Tags()["scalars"] if t.startswith("activation_frequency/")]
+    assert len(tags) == 6  # one per RIM (num_units default 6)

@@ -38,4 +38,4 @@ def mask_state(state: State, reset: torch.Tensor) -> State:
 
 
 # One line per core: importing the module registers it.
-from agents.cores import lstm  # noqa: E402,F401
+from agents.cores import alstm, lstm, mi_lstm, rims  # noqa: E402,F401

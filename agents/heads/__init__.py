@@ -17,4 +17,4 @@ from agents.registry import Registry
 
 HEADS: Registry = Registry("head")
 
-from agents.heads import linear  # noqa: E402,F401
+from agents.heads import linear, multi_head, multiplicative  # noqa: E402,F401

@@ -1,0 +1,270 @@
+"""Recurrent Independent Mechanisms (Goyal et al. 2019, "RIMs"; seeds/recurrent-independent-mechanisms-goyal2019.md).
+
+``num_units`` small recurrent cells ("RIMs") with their own parameters. One step, in the
+paper's four stages (Fig. 1, Appendix G):
+
+1. **Input attention** (section 2.2, eqs. 1-2). The input is a set of elements (rows) and a
+   null row of zeros is prepended, ``X = 0 (+) x_t`` (eq. 1). Keys ``K = X W^e`` and values
+   ``V = X W^v`` are shared; every RIM ``k`` reads with its own queries ``Q = h_{t,k} W^q_k``:
+   ``A_k = softmax(Q K^T / sqrt(d_e)) V`` (eq. 2), one attention per head, the heads' reads
+   concatenated into the RIM's input.
+2. **Competition** (section 2.2). The ``k_active`` RIMs that put the *least* attention on the
+   null row (softmax weight averaged over heads, as the paper does for multi-head input
+   attention) form the active set ``S_t``; ``torch.topk`` per batch element, no loop.
+3. **Independent dynamics** (section 2.3). ``h~_{t,k} = D_k(h_{t,k}, A_k)``, an LSTM (or GRU)
+   per RIM with its own weights, computed for all RIMs at once with block weights
+   ``[num_units, in, 4 * unit_size]`` (``bmm``; Appendix C.1 "batch matrix multiplication over
+   the RIMs"). Inactive RIMs keep their state exactly, ``h_{t+1,k} = h_{t,k}`` (and ``c``),
+   written as the blend ``m * new + (1 - m) * old`` so gradients still flow through the old
+   state ("the gradient still flows through a RIM on a step where it is not activated").
+4. **Communication** (section 2.4). Active RIMs read from all RIMs with multi-head key-value
+   attention (queries, keys, values per RIM) plus a residual connection:
+   ``h_{t+1,k} = softmax(Q_k K^T / sqrt(d)) V + h~_{t,k}`` for ``k in S_t``.
+
+The output is the concatenation of all RIMs' ``h`` (Appendix C.3): ``[T, B, num_units * unit_size]``.
+State: ``(h, c)``, each ``[B, num_units, unit_size]`` (``(h,)`` with ``cell="gru"``).
+Defaults follow Table 3 (key 64, value ``4 * unit_size``, 4 heads, dropout 0.1; communication
+keys/values 32, 4 heads, dropout 0.1) and the Atari setting of Appendix D.8 (6 RIMs, 4 active).
+
+Deviations and readings of under-specified points, and why:
+
+- ``unit_size`` defaults to 42: the paper compares RIMs with an LSTM of the *same total hidden
+  size* (Table 1: 6 x 100 vs. 600; section 2.4 "drop-in replacement"); 6 x 42 = 252 is the
+  closest multiple of 6 not above the 256-wide LSTM used in mira.
+- Heads of the input attention: each head reads ``input_value_size // input_heads`` values and
+  the heads' reads are concatenated, so a RIM's input has ``input_value_size`` features
+  (Table 3's "size of individual RIM * 4" read as the total). ``input_key_size`` and the
+  communication key/value sizes are per head, as in the paper's attention code.
+- Keys, values and queries have no bias ("linear transformations", eq. 2), so the null row's
+  key and value are exactly zero and its score is 0.
+- Communication with several heads needs an output projection from ``comm_heads *
+  comm_value_size`` back to ``unit_size`` before the residual; it is per RIM (block weights),
+  like every other RIM-side weight.
+- Communication reads keys and values of inactive RIMs from their *unchanged* state
+  ``h_{t,k}`` (section 2.4: "non-activated RIMs ... their value needs not change"). Appendix G's
+  pseudocode instead runs the dynamics for every RIM and blocks the gradient of inactive ones
+  with a custom autograd function; reading the unchanged state needs no such function and
+  gives inactive RIMs' dynamics no gradient from that step either.
+- Dropout (Table 3) is applied to the attention weights of both attentions, after the top-k
+  selection, which always uses the un-dropped weights. ``nn.Dropout`` is off in eval mode.
+- Spatial input (section 2.2, eq. 3): the set may hold ``N`` elements (``x [T, B, N, D]``,
+  e.g. positions of a conv torso) and the competition is the same null-row rule over the whole
+  set. The paper's position-specific competition ("top k_A RIMs ... for each spatial
+  position") does not define which RIMs update their state, so it is not implemented.
+- From the zero initial state every query is zero and all RIMs tie at the first step of an
+  episode; ``torch.topk`` then picks a fixed set (the paper's code behaves the same way).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Optional
+
+import torch
+from torch import nn
+
+from agents.cores import CORES, State, mask_state
+
+
+@dataclass
+class RIMsConfig:
+    num_units: int = 6  # number of RIMs k_T (Atari setting, Appendix D.8)
+    k_active: int = 4  # RIMs activated per step k_A (Appendix D.8 uses 4 or 5)
+    unit_size: int = 42  # hidden size of one RIM; 6 x 42 = 252 matches a 256 LSTM (section 2.4)
+    cell: str = "lstm"  # independent dynamics of each RIM: "lstm" (state (h, c)) or "gru" (state (h,))
+    input_key_size: int = 64  # input-attention key/query size per head (Table 3)
+    input_value_size: Optional[int] = None  # RIM input width, heads concatenated; None = 4 * unit_size (Table 3)
+    input_heads: int = 4  # input-attention heads; scores are averaged over heads for the top-k (Table 3)
+    input_dropout: float = 0.1  # dropout on input-attention weights (Table 3)
+    comm_key_size: int = 32  # communication key/query size per head (Table 3)
+    comm_value_size: int = 32  # communication value size per head (Table 3)
+    comm_heads: int = 4  # communication heads (Table 3)
+    comm_dropout: float = 0.1  # dropout on communication-attention weights (Table 3)
+    input_set: str = "flat"  # how the agent presents input: "flat" x [T,B,D] or "spatial" x [T,B,N,D] (torso positions)
+
+    def __post_init__(self) -> None:
+        if self.input_value_size is None:
+            self.input_value_size = 4 * self.unit_size
+        if not 1 <= self.k_active <= self.num_units:
+            raise ValueError(
+                f"rims: k_active={self.k_active} must be between 1 and num_units={self.num_units}; "
+                "lower k_active or raise num_units."
+            )
+        if self.cell not in ("lstm", "gru"):
+            raise ValueError(f"rims: cell={self.cell!r} is not one of 'lstm', 'gru'.")
+        if self.input_set not in ("flat", "spatial"):
+            raise ValueError(f"rims: input_set={self.input_set!r} is not one of 'flat', 'spatial'.")
+        if self.input_value_size % self.input_heads:
+            raise ValueError(
+                f"rims: input_value_size={self.input_value_size} must be a multiple of "
+                f"input_heads={self.input_heads}; change one of them."
+            )
+        for name in ("unit_size", "input_key_size", "comm_key_size", "comm_value_size",
+                     "input_heads", "comm_heads"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"rims: {name} must be at least 1.")
+        for name in ("input_dropout", "comm_dropout"):
+            if not 0.0 <= getattr(self, name) < 1.0:
+                raise ValueError(f"rims: {name} must be in [0, 1).")
+
+
+def _block_weight(num_units: int, fan_in: int, fan_out: int, bound: float) -> nn.Parameter:
+    """Per-RIM weights ``[num_units, fan_in, fan_out]``, uniform in ``[-bound, bound]``."""
+    return nn.Parameter(torch.empty(num_units, fan_in, fan_out).uniform_(-bound, bound))
+
+
+@CORES.register("rims")
+class RIMsCore(nn.Module):
+    Config = RIMsConfig
+
+    def __init__(self, input_size: int, **options):
+        super().__init__()
+        cfg = RIMsConfig(**options)
+        self.config = cfg
+        U, H = cfg.num_units, cfg.unit_size
+        self.output_size = U * H
+        self._gates = 4 if cfg.cell == "lstm" else 3
+        self._in_dv = cfg.input_value_size // cfg.input_heads
+
+        # Input attention (eq. 2): shared W^e, W^v; per-RIM W^q_k.
+        self.key = nn.Linear(input_size, cfg.input_heads * cfg.input_key_size, bias=False)
+        self.value = nn.Linear(input_size, cfg.input_value_size, bias=False)
+        self.query = _block_weight(U, H, cfg.input_heads * cfg.input_key_size, 1 / math.sqrt(H))
+
+        # Independent dynamics D_k (section 2.3): block LSTM/GRU, nn.LSTMCell's initialisation.
+        # LSTM gates are ordered i, f, o, g so that one sigmoid covers three of them; the LSTM
+        # needs one bias, the GRU two (its reset gate multiplies the recurrent term only).
+        bound = 1 / math.sqrt(H)
+        self.weight_ih = _block_weight(U, cfg.input_value_size, self._gates * H, bound)
+        self.weight_hh = _block_weight(U, H, self._gates * H, bound)
+        self.bias_ih = nn.Parameter(torch.empty(U, 1, self._gates * H).uniform_(-bound, bound))
+        if cfg.cell == "gru":
+            self.bias_hh = nn.Parameter(torch.empty(U, 1, self._gates * H).uniform_(-bound, bound))
+        else:
+            self.register_parameter("bias_hh", None)
+
+        # Communication (section 2.4): per-RIM queries, keys, values in one block weight,
+        # and a per-RIM output projection of the concatenated heads back to unit_size.
+        ck, cv, ch = cfg.comm_key_size, cfg.comm_value_size, cfg.comm_heads
+        self.comm_qkv = _block_weight(U, H, ch * (2 * ck + cv), 1 / math.sqrt(H))
+        self.comm_out = _block_weight(U, ch * cv, H, 1 / math.sqrt(ch * cv))
+
+        self.input_dropout = nn.Dropout(cfg.input_dropout)
+        self.comm_dropout = nn.Dropout(cfg.comm_dropout)
+        self._activation_frequency = torch.zeros(U)
+
+    def initial_state(self, batch_size: int, device=None) -> State:
+        shape = (batch_size, self.config.num_units, self.config.unit_size)
+        z = torch.zeros(shape, device=device)
+        return (z, z.clone()) if self.config.cell == "lstm" else (z,)
+
+    def diagnostics(self) -> dict[str, torch.Tensor]:
+        """``activation_frequency [num_units]``: fraction of (t, b) of the last forward pass
+        in which each RIM was active (sums to ``k_active``)."""
+        return {"activation_frequency": self._activation_frequency}
+
+    def forward(self, x: torch.Tensor, state: State, reset: torch.Tensor):
+        """x: [T, B, D] (a one-element set) or [T, B, N, D] (a set of N elements);
+        state: ``initial_state`` layout; reset: [T, B] bool. Returns y [T, B, U * H] and the state."""
+        cfg = self.config
+        if x.dim() == 3:
+            x = x.unsqueeze(2)
+        T, B, N, _ = x.shape
+        U, H = cfg.num_units, cfg.unit_size
+        # Keys and values depend on the input only: compute them for the whole unroll at once.
+        # The 1/sqrt(d_e) of eq. 2 is folded into the keys.
+        keys = self.key(x).view(T, B, N, cfg.input_heads, cfg.input_key_size)
+        keys = keys * (1.0 / math.sqrt(cfg.input_key_size))
+        values = self.value(x).view(T, B, N, cfg.input_heads, self._in_dv)
+        # unbind, not keys[t]: indexing a graph tensor T times costs O(T^2) in the backward
+        # (each index's gradient is a zero-filled copy of the whole tensor).
+        keys, values = keys.unbind(0), values.unbind(0)
+
+        # Internally the RIM axis leads ([U, B, ...]) so every per-RIM matmul is one bmm.
+        state = tuple(s.transpose(0, 1) for s in state)
+        outputs, masks = [], []
+        for t in range(T):
+            # mask_state expects the batch first; the transposes are views.
+            state = tuple(s.transpose(0, 1) for s in
+                          mask_state(tuple(s.transpose(0, 1) for s in state), reset[t]))
+            state, mask = self._step(keys[t], values[t], state)
+            masks.append(mask)
+            outputs.append(state[0])
+        self._activation_frequency = torch.stack(masks).detach().mean(dim=(0, 2))
+        y = torch.stack(outputs).permute(0, 2, 1, 3).reshape(T, B, U * H)  # [T, U, B, H] -> [T, B, U*H]
+        return y, tuple(s.transpose(0, 1).contiguous() for s in state)
+
+    def _step(self, keys: torch.Tensor, values: torch.Tensor, state: State):
+        """One step on the RIM-major layout. keys: [B, N, heads, dk] (already scaled),
+        values: [B, N, heads, dv]; state tensors [U, B, H]. Returns (state, mask [U, B]).
+
+        torch.softmax is slow on CPU for rows this short (2 to 7 entries), so both softmaxes
+        are written out; for a one-element input set the null-row softmax is a sigmoid."""
+        cfg = self.config
+        h = state[0]
+        U, B, H = h.shape
+        N = keys.shape[1]
+
+        # 1. Input attention over {null} + input set (eqs. 1-2). The null row's key is zero,
+        # so its score is 0; its value is zero, so only the real elements enter the read.
+        q = torch.bmm(h, self.query).view(U, B, cfg.input_heads, cfg.input_key_size)
+        if N == 1:
+            scores = (q * keys[:, 0]).sum(-1, keepdim=True)  # [U, B, heads, 1]
+            p_real = torch.sigmoid(scores)  # softmax over (0, s)
+            p_null = 1.0 - p_real[..., 0]
+        else:
+            scores = torch.einsum("ubhd,bnhd->ubhn", q, keys)
+            top = scores.amax(-1, keepdim=True).clamp_min(0.0)
+            e_real, e_null = torch.exp(scores - top), torch.exp(-top)
+            z = e_real.sum(-1, keepdim=True) + e_null
+            p_real, p_null = e_real / z, (e_null / z)[..., 0]
+
+        # 2. Competition: the k_active RIMs with the least attention on the null row
+        # (averaged over heads; a sum orders the same).
+        chosen = torch.topk(p_null.sum(-1), cfg.k_active, dim=0, largest=False).indices
+        mask = h.new_zeros(U, B).scatter_(0, chosen, 1.0)
+        m = mask.unsqueeze(-1)  # [U, B, 1]
+
+        p_real = self.input_dropout(p_real)
+        if N == 1:
+            read = p_real * values[:, 0]
+        else:
+            read = torch.einsum("ubhn,bnhv->ubhv", p_real, values)
+        read = read.reshape(U, B, cfg.input_value_size)
+
+        # 3. Independent dynamics, all RIMs at once; inactive RIMs keep their state:
+        # new = m * new + (1 - m) * old, written as addcmul((1 - m) * old, m, new).
+        keep = 1.0 - m
+        kept_h = keep * h
+        if cfg.cell == "lstm":
+            c = state[1]
+            gates = torch.baddbmm(torch.baddbmm(self.bias_ih, read, self.weight_ih), h, self.weight_hh)
+            ifo = torch.sigmoid(gates[..., :3 * H])
+            g = torch.tanh(gates[..., 3 * H:])
+            c_new = torch.addcmul(ifo[..., H:2 * H] * c, ifo[..., :H], g)
+            h_new = ifo[..., 2 * H:] * torch.tanh(c_new)
+        else:
+            gi = torch.baddbmm(self.bias_ih, read, self.weight_ih)
+            gh = torch.baddbmm(self.bias_hh, h, self.weight_hh)
+            rz = torch.sigmoid(gi[..., :2 * H] + gh[..., :2 * H])
+            r, z = rz[..., :H], rz[..., H:]
+            n = torch.tanh(torch.addcmul(gi[..., 2 * H:], r, gh[..., 2 * H:]))
+            h_new = n + z * (h - n)  # (1 - z) * n + z * h
+        h_tilde = torch.addcmul(kept_h, m, h_new)
+
+        # 4. Communication: every RIM's keys/values, active RIMs' queries, residual (section 2.4).
+        ck, cv, ch = cfg.comm_key_size, cfg.comm_value_size, cfg.comm_heads
+        qkv = torch.bmm(h_tilde, self.comm_qkv).view(U, B, ch, 2 * ck + cv)
+        qkv = qkv.permute(1, 2, 0, 3).reshape(B * ch, U, 2 * ck + cv)
+        cq, ckey, cval = qkv.split([ck, ck, cv], dim=-1)
+        att = torch.bmm(cq, ckey.transpose(1, 2)) * (1.0 / math.sqrt(ck))  # [B*ch, U, U]
+        att = torch.exp(att - att.amax(-1, keepdim=True))
+        att = self.comm_dropout(att / att.sum(-1, keepdim=True))
+        ctx = torch.bmm(att, cval).view(B, ch, U, cv).permute(2, 0, 1, 3).reshape(U, B, ch * cv)
+        h_comm = torch.baddbmm(h_tilde, ctx, self.comm_out)  # h~ + attention output
+        h_next = torch.addcmul(kept_h, m, h_comm)
+
+        if cfg.cell == "lstm":
+            return (h_next, torch.addcmul(keep * c, m, c_new)), mask
+        return (h_next,), mask

@@ -1,0 +1,76 @@
+"""Multiplicative policy and value head: ``pi_t, V_t = M(h_t, c)`` (Jayakumar et al. 2020, section 6.1).
+
+``M`` is one multiplicative interaction (agents/layers/multiplicative.py, eq. 1) from
+the core output ``h`` to ``A + 1`` outputs (logits and value), conditioned on a context:
+
+- ``context: task_id``: ``c = relu(MLP(I_k))`` of the one-hot task ID, "generating
+  policy layers from a learnt embedding of the task ID" (figure 4b);
+- ``context: learnt``: ``c = relu(MLP(h_t))``, no task information at all (figure 4c).
+
+The MLP is one linear layer followed by a relu (the paper's language-model context,
+appendix G). The paper controls the parameter count through ``context_size``.
+
+``reads_task_id`` depends on the context, so it is an instance attribute set in
+``__init__`` (the class attribute ``True`` is only the default): a learnt-context head
+declares ``False``, ignores any ``task_id`` it is given and works with ``None``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from agents.heads import HEADS
+from agents.layers.multiplicative import FORMS, MultiplicativeInteraction
+
+CONTEXTS = ("task_id", "learnt")
+
+
+@dataclass
+class MultiplicativeHeadConfig:
+    context: str = "task_id"  # what M is conditioned on: "task_id" (one-hot task) or "learnt" (from h_t)
+    context_size: int = 32  # width of c; the paper's knob for the parameter count
+    form: str = "full"  # 3-tensor of M: "full", "diagonal" (FiLM-like) or "low_rank"
+    rank: int = 8  # CP rank of the 3-tensor; used only by form "low_rank"
+
+    def __post_init__(self):
+        if self.context not in CONTEXTS:
+            raise ValueError(f"head option context={self.context!r} is not one of {', '.join(CONTEXTS)}")
+        if self.form not in FORMS:
+            raise ValueError(f"head option form={self.form!r} is not one of {', '.join(FORMS)}")
+        if self.context_size < 1 or self.rank < 1:
+            raise ValueError("head options context_size and rank must be at least 1")
+
+
+@HEADS.register("multiplicative")
+class MultiplicativeHead(nn.Module):
+    Config = MultiplicativeHeadConfig
+    reads_task_id = True  # default only; __init__ sets the instance value from `context`
+
+    def __init__(self, input_size: int, num_actions: int, num_tasks: int = 1, context: str = "task_id",
+                 context_size: int = 32, form: str = "full", rank: int = 8):
+        super().__init__()
+        cfg = MultiplicativeHeadConfig(context, context_size, form, rank)
+        self.context, self.num_actions, self.num_tasks = cfg.context, num_actions, num_tasks
+        self.reads_task_id = cfg.context == "task_id"
+        context_in = num_tasks if self.reads_task_id else input_size
+        self.context_net = nn.Linear(context_in, cfg.context_size)
+        self.mi = MultiplicativeInteraction(input_size, cfg.context_size, num_actions + 1,
+                                            form=cfg.form, rank=cfg.rank if cfg.form == "low_rank" else None)
+
+    def context_vector(self, h: torch.Tensor, task_id: torch.Tensor | None) -> torch.Tensor:
+        """``c [T, B, context_size]``."""
+        if not self.reads_task_id:
+            return F.relu(self.context_net(h))
+        if task_id is None:
+            raise ValueError("the multiplicative head with context='task_id' needs task_id [T, B], got None; "
+                             "use context='learnt' for a head that never reads the task ID")
+        one_hot = F.one_hot(task_id.long(), self.num_tasks).to(h.dtype)
+        return F.relu(self.context_net(one_hot))
+
+    def forward(self, h: torch.Tensor, task_id: torch.Tensor | None = None):
+        out = self.mi(h, self.context_vector(h, task_id))
+        return out[..., : self.num_actions], out[..., self.num_actions]

@@ -1,0 +1,376 @@
+"""Contract tests over every registered core, plus paper-equation references per core.
+
+The contract (agents/cores/__init__.py): shapes, T=1 stepping equals one unroll, resets restart
+an episode from the initial state, gradients reach every parameter, the output depends on the
+state, and the state can be sliced along the batch. Then RIMs (Goyal et al. 2019), MI-LSTM
+(Wu et al. 2016) and aLSTM (Flennerhag et al. 2018) are checked against naive loops written in
+each paper's notation.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+import agents.cores.alstm  # noqa: F401  (registers "alstm" even before agents/cores imports it)
+import agents.cores.mi_lstm  # noqa: F401
+import agents.cores.rims  # noqa: F401
+from agents.cores import CORES
+
+NAMES = CORES.names()
+D = 12  # input width used throughout
+
+
+def make(name: str, seed: int = 0, **options):
+    torch.manual_seed(seed)
+    return CORES[name](D, **options)
+
+
+def random_state(core, batch: int, seed: int = 1):
+    g = torch.Generator().manual_seed(seed)
+    return tuple(torch.randn(s.shape, generator=g) * 0.5 for s in core.initial_state(batch))
+
+
+def no_reset(T: int, B: int) -> torch.Tensor:
+    return torch.zeros(T, B, dtype=torch.bool)
+
+
+def test_every_core_is_tested():
+    assert {"lstm", "rims", "mi_lstm", "alstm"} <= set(NAMES)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_output_and_state_shapes(name):
+    core = make(name)
+    T, B = 4, 3
+    state = core.initial_state(B)
+    assert isinstance(state, tuple) and all(s.shape[0] == B for s in state)
+    y, new_state = core(torch.randn(T, B, D), state, no_reset(T, B))
+    assert y.shape == (T, B, core.output_size)
+    assert [s.shape for s in new_state] == [s.shape for s in state]
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_stepping_equals_unrolling(name):
+    core = make(name).eval()
+    T, B = 6, 4
+    x = torch.randn(T, B, D)
+    reset = torch.rand(T, B) < 0.25
+    state0 = random_state(core, B)
+    y_unroll, s_unroll = core(x, state0, reset)
+    state, ys = state0, []
+    for t in range(T):
+        y, state = core(x[t:t + 1], state, reset[t:t + 1])
+        ys.append(y)
+    torch.testing.assert_close(torch.cat(ys), y_unroll, atol=1e-5, rtol=0)
+    for a, b in zip(state, s_unroll):
+        torch.testing.assert_close(a, b, atol=1e-5, rtol=0)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_reset_starts_from_initial_state(name):
+    core = make(name).eval()
+    T, B, t0 = 7, 3, 3
+    x = torch.randn(T, B, D)
+    reset = no_reset(T, B)
+    reset[t0, 1] = True
+    y, _ = core(x, random_state(core, B), reset)
+    fresh, _ = core(x[t0:, 1:2], core.initial_state(1), no_reset(T - t0, 1))
+    torch.testing.assert_close(y[t0:, 1], fresh[:, 0], atol=1e-5, rtol=0)
+    # The other episodes run on undisturbed.
+    y_no_reset, _ = core(x, random_state(core, B), no_reset(T, B))
+    torch.testing.assert_close(y[:, [0, 2]], y_no_reset[:, [0, 2]], atol=1e-6, rtol=0)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_gradients_reach_every_parameter(name):
+    core = make(name).train()
+    T, B = 6, 16  # enough (t, b) pairs that every RIM is active somewhere
+    x = torch.randn(T, B, D)
+    y, _ = core(x, random_state(core, B), no_reset(T, B))
+    weights = torch.randn(y.shape, generator=torch.Generator().manual_seed(3))
+    (y * weights).sum().backward()
+    for pname, p in core.named_parameters():
+        assert p.grad is not None, f"{name}.{pname} got no gradient"
+        assert p.grad.abs().sum() > 0, f"{name}.{pname} got an all-zero gradient"
+    if hasattr(core, "diagnostics"):
+        for key, value in core.diagnostics().items():
+            assert isinstance(value, torch.Tensor) and not value.requires_grad, key
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_output_depends_on_state(name):
+    core = make(name).eval()
+    T, B = 3, 2
+    x = torch.randn(T, B, D)
+    y_zero, _ = core(x, core.initial_state(B), no_reset(T, B))
+    y_rand, _ = core(x, random_state(core, B), no_reset(T, B))
+    assert (y_zero[0] - y_rand[0]).abs().max() > 1e-4
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_state_slices_along_batch(name):
+    core = make(name).eval()
+    T, B = 4, 5
+    x = torch.randn(T, B, D)
+    state = random_state(core, B)
+    idx = torch.tensor([4, 1, 3])
+    y_all, s_all = core(x, state, no_reset(T, B))
+    y_sub, s_sub = core(x[:, idx], tuple(s[idx] for s in state), no_reset(T, len(idx)))
+    torch.testing.assert_close(y_sub, y_all[:, idx], atol=1e-5, rtol=0)
+    for a, b in zip(s_sub, s_all):
+        torch.testing.assert_close(a, b[idx], atol=1e-5, rtol=0)
+
+
+# --------------------------------------------------------------------------------------- RIMs
+
+
+def changed_units(before, after):
+    """[B, U] bool: which RIMs' state changed at all (any element of h or c)."""
+    diff = (before[0] != after[0]).any(-1)
+    for b, a in zip(before[1:], after[1:]):
+        diff = diff | (b != a).any(-1)
+    return diff
+
+
+@pytest.mark.parametrize("cell", ["lstm", "gru"])
+@pytest.mark.parametrize("k_active", [1, 4, 6])
+def test_rims_exactly_k_active_units_change(cell, k_active):
+    core = make("rims", cell=cell, k_active=k_active, num_units=6).eval()
+    B = 8
+    state = random_state(core, B)
+    assert len(state) == (2 if cell == "lstm" else 1)
+    assert state[0].shape == (B, 6, core.config.unit_size)
+    for t in range(5):
+        x = torch.randn(1, B, D)
+        _, new = core(x, state, no_reset(1, B))
+        changed = changed_units(state, new)
+        assert (changed.sum(1) == k_active).all()
+        inactive = ~changed
+        for old, cur in zip(state, new):  # inactive RIMs are kept bit for bit
+            assert torch.equal(old[inactive], cur[inactive])
+        freq = core.diagnostics()["activation_frequency"]
+        assert freq.shape == (6,)
+        torch.testing.assert_close(freq.sum(), torch.tensor(float(k_active)))
+        torch.testing.assert_close(freq, changed.float().mean(0))
+        state = new
+
+
+def test_rims_spatial_input_set():
+    core = make("rims", input_set="spatial").eval()
+    T, B, N = 4, 3, 5
+    x = torch.randn(T, B, N, D)
+    reset = no_reset(T, B)
+    state0 = random_state(core, B)
+    y, _ = core(x, state0, reset)
+    assert y.shape == (T, B, core.output_size)
+    state, ys = state0, []
+    for t in range(T):
+        y_t, state = core(x[t:t + 1], state, reset[t:t + 1])
+        ys.append(y_t)
+    torch.testing.assert_close(torch.cat(ys), y, atol=1e-5, rtol=0)
+    # A flat input is the set with one element.
+    flat = torch.randn(T, B, D)
+    torch.testing.assert_close(core(flat, state0, reset)[0], core(flat[:, :, None], state0, reset)[0])
+
+
+def test_rims_invalid_k_active_is_a_clear_error():
+    with pytest.raises(ValueError, match="k_active=7 must be between 1 and num_units=6"):
+        make("rims", num_units=6, k_active=7)
+    with pytest.raises(ValueError, match="cell"):
+        make("rims", cell="rnn")
+
+
+def test_rims_dropout_only_in_training():
+    core = make("rims", input_dropout=0.5, comm_dropout=0.5)
+    x, state = torch.randn(3, 4, D), random_state(core, 4)
+    core.eval()
+    torch.testing.assert_close(core(x, state, no_reset(3, 4))[0], core(x, state, no_reset(3, 4))[0])
+    core.train()
+    assert not torch.equal(core(x, state, no_reset(3, 4))[0], core(x, state, no_reset(3, 4))[0])
+
+
+def naive_rims_step(core, x, h, c=None):
+    """One RIMs step written per RIM and per head in the paper's notation (eqs. 1-2, sections
+    2.2-2.4). x: [B, N, D]; h, c: [B, U, H]. Loops everywhere; eval mode (no dropout)."""
+    cfg = core.config
+    B, U, H = h.shape
+    nh, dk, dv = cfg.input_heads, cfg.input_key_size, cfg.input_value_size // cfg.input_heads
+    ch, ck, cv = cfg.comm_heads, cfg.comm_key_size, cfg.comm_value_size
+    We, Wv = core.key.weight.t(), core.value.weight.t()
+    h_out = h.clone()
+    c_out = c.clone() if c is not None else None
+    for b in range(B):
+        X = torch.cat([torch.zeros(1, x.shape[-1]), x[b]])  # eq. 1: null row first
+        null_att, reads = [], []
+        for k in range(U):
+            Wq = core.query[k]
+            heads, p_null = [], 0.0
+            for j in range(nh):
+                q = h[b, k] @ Wq[:, j * dk:(j + 1) * dk]
+                K = X @ We[:, j * dk:(j + 1) * dk]
+                V = X @ Wv[:, j * dv:(j + 1) * dv]
+                p = torch.softmax(K @ q / math.sqrt(dk), dim=0)  # eq. 2
+                heads.append(p @ V)
+                p_null = p_null + p[0] / nh
+            reads.append(torch.cat(heads))
+            null_att.append(float(p_null.detach()))
+        active = sorted(range(U), key=lambda k: null_att[k])[:cfg.k_active]
+        h_tilde = h[b].clone()
+        c_new = {}
+        for k in active:  # section 2.3: per-RIM LSTM (gates i, f, o, g) or GRU (r, z, n) on A_k
+            gi = reads[k] @ core.weight_ih[k] + core.bias_ih[k, 0]
+            gh = h[b, k] @ core.weight_hh[k]
+            if cfg.cell == "lstm":
+                i, f, o, g = (gi + gh).chunk(4)
+                c_new[k] = torch.sigmoid(f) * c[b, k] + torch.sigmoid(i) * torch.tanh(g)
+                h_tilde[k] = torch.sigmoid(o) * torch.tanh(c_new[k])
+            else:
+                gh = gh + core.bias_hh[k, 0]
+                r = torch.sigmoid(gi[:H] + gh[:H])
+                z = torch.sigmoid(gi[H:2 * H] + gh[H:2 * H])
+                n = torch.tanh(gi[2 * H:] + r * gh[2 * H:])
+                h_tilde[k] = (1 - z) * n + z * h[b, k]
+        for k in active:  # section 2.4: read from all RIMs, residual
+            outs = []
+            for j in range(ch):
+                W = core.comm_qkv
+                base = j * (2 * ck + cv)
+                q = h_tilde[k] @ W[k][:, base:base + ck]
+                keys = torch.stack([h_tilde[m] @ W[m][:, base + ck:base + 2 * ck] for m in range(U)])
+                vals = torch.stack([h_tilde[m] @ W[m][:, base + 2 * ck:base + 2 * ck + cv] for m in range(U)])
+                outs.append(torch.softmax(keys @ q / math.sqrt(ck), dim=0) @ vals)
+            h_out[b, k] = torch.cat(outs) @ core.comm_out[k] + h_tilde[k]
+            if cfg.cell == "lstm":
+                c_out[b, k] = c_new[k]
+    return h_out, c_out
+
+
+@pytest.mark.parametrize("cell", ["lstm", "gru"])
+@pytest.mark.parametrize("N", [1, 3])
+def test_rims_step_matches_naive_reference(N, cell):
+    core = make("rims", cell=cell, unit_size=8, input_value_size=16, input_key_size=8,
+                comm_key_size=4, comm_value_size=4).eval()
+    B = 3
+    state = random_state(core, B)
+    x = torch.randn(B, N, D)
+    y, new = core(x[None], state, no_reset(1, B))
+    h_ref, c_ref = naive_rims_step(core, x, *state)
+    torch.testing.assert_close(new[0], h_ref, atol=1e-5, rtol=0)
+    if cell == "lstm":
+        torch.testing.assert_close(new[1], c_ref, atol=1e-5, rtol=0)
+    torch.testing.assert_close(y[0], h_ref.reshape(B, -1), atol=1e-5, rtol=0)
+
+
+# ------------------------------------------------------------------------------------ MI-LSTM
+
+
+def test_mi_lstm_initial_values_follow_the_paper():
+    core = make("mi_lstm")
+    assert torch.equal(core.alpha, torch.ones_like(core.alpha))
+    assert torch.equal(core.beta1, torch.full_like(core.beta1, 0.5))
+    assert torch.equal(core.beta2, torch.full_like(core.beta2, 0.5))
+    assert torch.equal(core.bias, torch.zeros_like(core.bias))
+
+
+def naive_mi_lstm(core, x, h, c):
+    """Eq. 4 per gate, then the LSTM update; x: [T, B, D]."""
+    H = core.output_size
+    ys = []
+    for t in range(x.shape[0]):
+        pre = []
+        for s in range(4):
+            sl = slice(s * H, (s + 1) * H)
+            Wx = x[t] @ core.weight_ih[:, sl]
+            Uh = h @ core.weight_hh[:, sl]
+            pre.append(core.alpha[sl] * Wx * Uh + core.beta1[sl] * Uh + core.beta2[sl] * Wx + core.bias[sl])
+        i, f, g, o = torch.sigmoid(pre[0]), torch.sigmoid(pre[1]), torch.tanh(pre[2]), torch.sigmoid(pre[3])
+        c = f * c + i * g
+        h = o * torch.tanh(c)
+        ys.append(h)
+    return torch.stack(ys)
+
+
+def test_mi_lstm_general_form_matches_eq4():
+    core = make("mi_lstm", hidden_size=16)
+    with torch.no_grad():
+        for p in (core.alpha, core.beta1, core.beta2, core.bias):
+            p.normal_()
+    x, (h, c) = torch.randn(5, 3, D), random_state(core, 3)
+    torch.testing.assert_close(core(x, (h, c), no_reset(5, 3))[0], naive_mi_lstm(core, x, h, c),
+                               atol=1e-5, rtol=0)
+
+
+def test_mi_lstm_with_additive_parameters_is_a_plain_lstm():
+    core = make("mi_lstm", hidden_size=16)
+    with torch.no_grad():
+        core.alpha.zero_()
+        core.beta1.fill_(1.0)
+        core.beta2.fill_(1.0)
+        core.bias.normal_()
+    x, (h, c) = torch.randn(5, 3, D), random_state(core, 3)
+    W, U, b = core.weight_ih, core.weight_hh, core.bias
+    ys = []
+    for t in range(5):  # i, f, o = sigmoid(Wx + Uh + b), g = tanh(Wx + Uh + b)
+        i, f, g, o = (x[t] @ W + h @ U + b).chunk(4, dim=-1)
+        c = torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(g)
+        h = torch.sigmoid(o) * torch.tanh(c)
+        ys.append(h)
+    torch.testing.assert_close(core(x, random_state(core, 3), no_reset(5, 3))[0], torch.stack(ys),
+                               atol=1e-5, rtol=0)
+
+
+# -------------------------------------------------------------------------------------- aLSTM
+
+
+def test_alstm_step_matches_the_equations():
+    core = make("alstm", hidden_size=10, adaptation_size=6)
+    B, H, A = 3, 10, 6
+    x = torch.randn(1, B, D)
+    h, c, z, cz = random_state(core, B)
+    y, (h1, c1, z1, cz1) = core(x, (h, c, z, cz), no_reset(1, B))
+    Wa = torch.cat([core.adapt_ix, core.adapt_ihz])  # m's input weights for v_t = [x_t; h_{t-1}; z_{t-1}]
+    for b in range(B):
+        # eq. 7: z_t = LSTM(v_t, z_{t-1}), v_t = [x_t; h_{t-1}]
+        ga = torch.cat([x[0, b], h[b], z[b]]) @ Wa + core.adapt_bias
+        ai, af, ag, ao = ga.chunk(4)
+        cz_ref = torch.sigmoid(af) * cz[b] + torch.sigmoid(ai) * torch.tanh(ag)
+        z_ref = torch.sigmoid(ao) * torch.tanh(cz_ref)
+        pi = torch.tanh(core.policy.weight @ z_ref)  # pi^(j) = tanh(U^(j) z_t)
+        D3, D1 = torch.diag(pi[:D]), torch.diag(pi[D:D + H])  # tied across gates
+        rest = pi[D + H:]
+        u = []
+        for s in range(4):  # eq. 8 for gate s
+            sl = slice(s * H, (s + 1) * H)
+            D4, D2, D0 = (torch.diag(rest[j * 4 * H:(j + 1) * 4 * H][sl]) for j in range(3))
+            u.append(D4 @ core.weight_ih[sl] @ D3 @ x[0, b] + D2 @ core.weight_hh[sl] @ D1 @ h[b]
+                     + D0 @ core.bias[sl])
+        c_ref = torch.sigmoid(u[1]) * c[b] + torch.sigmoid(u[0]) * torch.tanh(u[2])  # eq. 5
+        h_ref = torch.sigmoid(u[3]) * torch.tanh(c_ref)
+        for got, want in ((h1[b], h_ref), (c1[b], c_ref), (z1[b], z_ref), (cz1[b], cz_ref)):
+            torch.testing.assert_close(got, want, atol=1e-5, rtol=0)
+    torch.testing.assert_close(y[0], h1)
+
+
+def test_alstm_forget_bias_and_orthogonal_init():
+    core = make("alstm", hidden_size=8)
+    assert torch.equal(core.bias[8:16], torch.ones(8)) and core.bias[:8].abs().sum() == 0
+    W = core.weight_hh  # [4H, H], orthonormal columns
+    torch.testing.assert_close(W.t() @ W, torch.eye(8), atol=1e-5, rtol=0)
+
+
+# ------------------------------------------------------------------------------------ scripts
+
+
+def test_copying_script_smoke(capsys):
+    from scripts import copying
+
+    rows = copying.main(["--cores", "lstm", "rims", "mi_lstm", "alstm", "--steps", "2",
+                         "--batch-size", "4", "--hidden", "24", "--train-dormant", "3",
+                         "--test-dormant", "6", "--eval-batch-size", "8"])
+    out = capsys.readouterr().out
+    assert "| core |" in out and "rims" in out
+    assert [r["core"] for r in rows] == ["lstm", "rims", "mi_lstm", "alstm"]
+    assert all(math.isfinite(r["ce_train_length"]) and math.isfinite(r["ce_test_length"]) for r in rows)
