@@ -87,4 +87,6 @@ def atari_suite(cfg: EnvConfig) -> SuiteSpec:
 
 
 def build_suite(cfg: EnvConfig) -> SuiteSpec:
+    import envs  # noqa: F401  (registers the lab suites)
+
     return ENVS.get(cfg.suite)(cfg)

@@ -229,6 +229,7 @@ def validate(cfg: ExperimentConfig) -> None:
     from agents.cores import CORES
     from agents.heads import HEADS
     from agents.torsos import TORSOS
+    import envs  # noqa: F401  (registers every suite)
     from envs.suites import ENVS
 
     try:
