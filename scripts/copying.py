@@ -1,0 +1,168 @@
+"""Copying task of Goyal et al. 2019 (RIMs), section 4.1, Table 1 and Appendix D.1.
+
+A sequence starts with 10 random digits (8 symbols, tokens 1-8), then a dormant phase of
+``dormant`` blanks (token 0), then the delimiter (token 9), then 10 blanks during which the
+model must output the 10 digits in order. Models are ``embedding -> core -> linear`` over the
+registered cores; the loss is the cross-entropy on the last 10 positions (the paper's "CE for
+last 10 time steps"; chance is ln 8 = 2.08). Training uses dormant phases of
+``--train-dormant`` (50), testing additionally ``--test-dormant`` (200): zero-shot length
+generalisation, where the paper finds RIMs at 0.00 and the LSTM at 3-4 nats (Table 1).
+
+The paper trains 600-unit models (RIMs: 6 x 100) with Adam at 1e-3 for 150 epochs on a GPU.
+The defaults here are CPU-sized and much smaller, about 10 minutes on 2 cores for the four
+default cores: width ``--hidden 120`` (RIMs: 6 x 20, 4 active), ``--steps 400`` Adam steps at
+1e-3 with batch ``--batch-size 64`` (about 1/100 of the paper's training), gradient-norm
+clipping at 1.0 (ours; the paper names none), one torch thread (``--threads``; on a shared
+2-core machine two OpenMP threads per process were 20x slower). Expect these defaults to show
+whether a core starts to learn the task at all, not the paper's numbers.
+
+    python -m scripts.copying [--cores lstm rims mi_lstm alstm] [--steps 400] [--hidden 120]
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import time
+
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+from agents.cores import CORES
+from scripts.bench_cores import width_options  # also registers rims, mi_lstm, alstm
+
+BLANK, DELIMITER, NUM_SYMBOLS, COPY_LENGTH = 0, 9, 8, 10
+VOCAB = 10
+
+
+def copying_batch(batch: int, dormant: int, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+    """Inputs ``[T, B]`` (T = dormant + 21) and targets ``[10, B]`` (symbol index 0-7 of the
+    digit to output at each of the last 10 steps)."""
+    digits = torch.randint(1, NUM_SYMBOLS + 1, (COPY_LENGTH, batch), generator=generator)
+    x = torch.cat([
+        digits,
+        torch.full((dormant, batch), BLANK),
+        torch.full((1, batch), DELIMITER),
+        torch.full((COPY_LENGTH, batch), BLANK),
+    ])
+    return x, digits - 1
+
+
+class CopyModel(nn.Module):
+    """Token embedding -> core -> linear readout to the 8 symbols."""
+
+    def __init__(self, core_name: str, hidden: int, embed: int):
+        super().__init__()
+        self.embed = nn.Embedding(VOCAB, embed)
+        self.core = CORES[core_name](embed, **width_options(core_name, hidden))
+        self.readout = nn.Linear(self.core.output_size, NUM_SYMBOLS)
+
+    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+        """tokens [T, B] -> logits of the last 10 steps [10, B, 8]."""
+        T, B = tokens.shape
+        y, _ = self.core(self.embed(tokens), self.core.initial_state(B, tokens.device),
+                         torch.zeros(T, B, dtype=torch.bool, device=tokens.device))
+        return self.readout(y[-COPY_LENGTH:])
+
+
+def last10_metrics(logits: torch.Tensor, targets: torch.Tensor) -> tuple[torch.Tensor, float]:
+    loss = F.cross_entropy(logits.reshape(-1, NUM_SYMBOLS), targets.reshape(-1))
+    accuracy = (logits.argmax(-1) == targets).float().mean().item()
+    return loss, accuracy
+
+
+@torch.no_grad()
+def evaluate(model: CopyModel, dormant: int, sequences: int, batch: int, seed: int) -> tuple[float, float]:
+    """Mean CE (nats) and accuracy on the last 10 steps over ``sequences`` fresh sequences."""
+    model.eval()
+    g = torch.Generator().manual_seed(seed)
+    total_ce, total_acc, seen = 0.0, 0.0, 0
+    while seen < sequences:
+        n = min(batch, sequences - seen)
+        x, target = copying_batch(n, dormant, g)
+        ce, acc = last10_metrics(model(x), target)
+        total_ce += ce.item() * n
+        total_acc += acc * n
+        seen += n
+    model.train()
+    return total_ce / seen, total_acc / seen
+
+
+def train_core(name: str, args: argparse.Namespace) -> dict:
+    torch.manual_seed(args.seed)
+    model = CopyModel(name, args.hidden, args.embed)
+    optimizer = torch.optim.Adam(model.parameters(), lr=args.lr)
+    g = torch.Generator().manual_seed(args.seed)
+    log_every = max(1, args.steps // 10)
+    start = time.perf_counter()
+    for step in range(1, args.steps + 1):
+        x, target = copying_batch(args.batch_size, args.train_dormant, g)
+        loss, acc = last10_metrics(model(x), target)
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        nn.utils.clip_grad_norm_(model.parameters(), args.clip)
+        optimizer.step()
+        if step % log_every == 0 or step == args.steps:
+            print(f"[{name}] step {step}/{args.steps}  train CE {loss.item():.3f}  acc {acc:.2f}  "
+                  f"{time.perf_counter() - start:.0f}s", flush=True)
+    train_seconds = time.perf_counter() - start
+    eval_batch = min(args.eval_batch_size, 256)
+    ce_train, acc_train = evaluate(model, args.train_dormant, args.eval_batch_size, eval_batch, args.seed + 1)
+    ce_test, acc_test = evaluate(model, args.test_dormant, args.eval_batch_size, eval_batch, args.seed + 2)
+    row = {"core": name, "params": sum(p.numel() for p in model.core.parameters()),
+           "ce_train_length": ce_train, "acc_train_length": acc_train,
+           "ce_test_length": ce_test, "acc_test_length": acc_test, "train_seconds": train_seconds}
+    diagnostics = getattr(model.core, "diagnostics", None)
+    if diagnostics is not None:
+        row.update({k: v.tolist() for k, v in diagnostics().items()})
+    return row
+
+
+def format_table(rows: list[dict], args: argparse.Namespace) -> str:
+    lines = [
+        f"| core | core params | CE dormant {args.train_dormant} (train length) | "
+        f"CE dormant {args.test_dormant} (test length) | acc {args.train_dormant} | "
+        f"acc {args.test_dormant} | train time (s) |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for r in rows:
+        lines.append(f"| {r['core']} | {r['params']:,} | {r['ce_train_length']:.3f} | {r['ce_test_length']:.3f} | "
+                     f"{r['acc_train_length']:.2f} | {r['acc_test_length']:.2f} | {r['train_seconds']:.0f} |")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> list[dict]:
+    parser = argparse.ArgumentParser(prog="python -m scripts.copying", description=__doc__.split("\n")[0])
+    parser.add_argument("--cores", nargs="+", default=["lstm", "rims", "mi_lstm", "alstm"],
+                        help="registered core names")
+    parser.add_argument("--steps", type=int, default=400, help="Adam steps per core (paper: 150 epochs)")
+    parser.add_argument("--batch-size", type=int, default=64, help="sequences per step (paper, Table 3: 64)")
+    parser.add_argument("--hidden", type=int, default=120, help="core width; RIMs: num_units * unit_size (paper: 600)")
+    parser.add_argument("--embed", type=int, default=32, help="token embedding width")
+    parser.add_argument("--lr", type=float, default=1e-3, help="Adam learning rate (Appendix D.1)")
+    parser.add_argument("--clip", type=float, default=1.0, help="gradient-norm clipping")
+    parser.add_argument("--train-dormant", type=int, default=50, help="blank steps between digits and delimiter, training")
+    parser.add_argument("--test-dormant", type=int, default=200, help="blank steps at test time (length generalisation)")
+    parser.add_argument("--eval-batch-size", type=int, default=512, help="test sequences per dormant length")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--threads", type=int, default=1, help="torch.set_num_threads")
+    args = parser.parse_args(argv)
+    unknown = [n for n in args.cores if n not in CORES]
+    if unknown:
+        parser.error(f"unknown core(s) {unknown}; valid cores: {', '.join(CORES.names())}")
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(args.threads)
+    try:
+        rows = [train_core(name, args) for name in args.cores]
+    finally:
+        torch.set_num_threads(threads)  # main() is also called from tests
+    print(f"\nCopying task: {args.steps} steps x batch {args.batch_size}, width {args.hidden}, "
+          f"seed {args.seed}; CE (nats) on the last 10 steps, chance ln 8 = {math.log(8):.2f}")
+    print(format_table(rows, args))
+    return rows
+
+
+if __name__ == "__main__":
+    main()
