@@ -48,8 +48,15 @@ class EpisodeStats:
 class Logbook:
     """TensorBoard writer plus a one-line progress display."""
 
-    def __init__(self, log_dir, tasks: list[str], total_frames: int, quiet: bool = False):
+    def __init__(self, log_dir, tasks: list[str], total_frames: int, quiet: bool = False, score_suite: str = "none"):
         from torch.utils.tensorboard import SummaryWriter
+
+        from envs import scores
+
+        # Normalised scores (human- or reference-normalised) where the suite has a table.
+        self.normalize = None
+        if score_suite != "none" and scores.has_reference_scores(score_suite):
+            self.normalize = lambda task, ret: scores.normalized_score(score_suite, task, ret)
 
         self.writer = SummaryWriter(str(log_dir))
         self.tasks = tasks
@@ -67,9 +74,18 @@ class Logbook:
             name = self.tasks[task] if len(self.tasks) > 1 else "all"
             self.writer.add_scalar(f"episode_return/{name}", ret, frames)
             self.writer.add_scalar(f"episode_length/{name}", length, frames)
+            if self.normalize is not None:
+                self.writer.add_scalar(f"episode_normalized_score/{name}", self.normalize(self.tasks[task], ret), frames)
         stats.fresh.clear()
         if stats.returns:
             self.writer.add_scalar("episode_return_mean100", stats.mean_return(), frames)
+        if self.normalize is not None:
+            means = stats.task_means()
+            if means:
+                # The suite mean over tasks of each task's last-100 mean, capped at 100 per
+                # task as DMLab-30 reports it; tasks with no finished episode yet count as absent.
+                normalized = [min(self.normalize(t, r), 100.0) for t, r in means.items()]
+                self.writer.add_scalar("normalized_score_capped_mean", sum(normalized) / len(normalized), frames)
 
     def progress(self, frames: int, fps: float, stats: EpisodeStats, extra: str = "") -> None:
         if self.quiet:

@@ -65,7 +65,7 @@ class Trainer:
         self.version = get(call(self.learner, "get_version"))
         self.frames = int(get(call(self.learner, "state_counters"))["frames"]) if resume_from is not None else 0
         self.weights = call(self.learner, "get_weights")
-        self.log = Logbook(run.path, self.spec["tasks"], cfg.run.total_frames, quiet)
+        self.log = Logbook(run.path, self.spec["tasks"], cfg.run.total_frames, quiet, self.spec["score_suite"])
         self.metrics_acc: dict[str, list[float]] = collections.defaultdict(list)
         self.evaluator, self.eval_ref, self.eval_frames = None, None, 0
         every = cfg.eval.every_frames

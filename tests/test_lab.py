@@ -116,3 +116,19 @@ def test_score_table_has_every_level_above_random():
     assert scores.score_name("lab") == "reference-normalised"
     assert scores.normalized_score("lab", name, float(row["reference"])) == pytest.approx(100.0)
     assert scores.normalized_score("lab", GYM_ID.format(name), float(row["random"])) == pytest.approx(0.0)
+
+
+def test_multitask_training_logs_normalised_scores_per_level(small_cfg):
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    from learners.run_dir import RunDir
+    from learners.trainer import Trainer
+
+    cfg = small_cfg(**{"env.suite": "lab6", "runtime.envs_per_runner": 6, "learner.batch_size": 6,
+                       "agent.head": "multiplicative", "run.total_frames": 1500})
+    Trainer(cfg, RunDir.create(cfg, None), quiet=True).train()
+    acc = EventAccumulator(cfg.run.dir)
+    acc.Reload()
+    tags = acc.Tags()["scalars"]
+    assert any(t.startswith("episode_normalized_score/") for t in tags), tags
+    assert "normalized_score_capped_mean" in tags

@@ -80,3 +80,16 @@ def test_task_assignment():
     r = EnvRunner(EnvConfig(levels=["MiniGrid-Empty-5x5-v0", "BabyAI-GoToRedBall-v0"]), AGENT, envs_per_runner=2, unroll_length=2)
     tr = r.rollout()
     np.testing.assert_array_equal(tr.task_id[0], [0, 1])
+
+
+def test_multitask_atari_shares_the_full_action_set():
+    from envs.suites import build_suite
+
+    suite = build_suite(EnvConfig(suite="atari", games=["Pong", "Breakout"]))
+    assert suite.tasks == ["Pong", "Breakout"] and suite.num_actions == 18 and suite.frames_per_step == 4
+    env = suite.make(1, 0)
+    assert env.action_space.n == 18 and env.observation_space["pixels"].shape == (4, 84, 84)
+    r = EnvRunner(EnvConfig(suite="atari", games=["Pong", "Breakout"]), AGENT, envs_per_runner=2, unroll_length=3)
+    tr = r.rollout()
+    np.testing.assert_array_equal(tr.task_id[0], [0, 1])
+    assert tr.behaviour_logits.shape[-1] == 18
