@@ -105,7 +105,8 @@ def connect(cfg) -> None:
     else:
         # A local instance: reserve a CPU per runner plus the learner even on a small machine.
         cpus = max(os.cpu_count() or 1, cfg.runtime.num_runners + int(cfg.runtime.learner_cpus + 0.999))
-        ray.init(num_cpus=cpus, **kwargs)
+        # address="local": never join a leftover `ray start` cluster by accident.
+        ray.init(address="local", num_cpus=cpus, **kwargs)
 
 
 def learner_wants_gpu(cfg) -> bool:

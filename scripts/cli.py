@@ -3,6 +3,7 @@
     mira train CONFIG [dotted.key=value ...]
     mira train --resume RUN_DIR [dotted.key=value ...]
     mira evaluate RUN_DIR_OR_CHECKPOINT [--episodes N] [--tasks ...] [--protocol dqn|machado]
+    mira compare COMPARE_CONFIG [--dry-run] [--max-concurrent N]
     mira bench CONFIG [dotted.key=value ...]
 """
 
@@ -86,6 +87,9 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("overrides", nargs="*")
     b.add_argument("--seconds", type=float, default=20.0, help="duration of each measurement")
     b.set_defaults(fn=_bench)
+    from scripts.compare import add_parser as add_compare_parser
+
+    add_compare_parser(sub)
     return parser
 
 

@@ -1,0 +1,415 @@
+"""``mira compare COMPARE_FILE``: train variants x seeds on Ray, evaluate them, report.
+
+A compare file (``configs/compare_*.yaml``)::
+
+    name: heads_lab6                  # output: runs/compare/<name>/ (or `out:`, or --out)
+    base: configs/impala_lab6.yaml    # training config (relative to this file, else to the cwd)
+    overrides: {run.total_frames: 2e5}   # every trial (dotted keys or nested mappings)
+    matrix: {agent.head: [linear, multiplicative]}   # the cartesian product = the variants
+    seeds: [0, 1, 2]                  # run.seed; a trial = one variant x one seed
+    evaluate: {episodes: 10}          # final evaluation of each trial's last checkpoint
+    resources: {cpus_per_trial: 1}
+    pbt: {enabled: false}             # population-based training: scripts/pbt.py
+
+The matrix key ``base`` varies the training config itself (``base: [configs/impala_atari.yaml,
+configs/ppo_atari.yaml]`` compares learners, each with its own preset). Every trial's config is
+validated before anything runs; an error names the variant.
+
+Engine: one Ray task per trial (``num_cpus=cpus_per_trial``) runs ``Trainer`` in-process, then
+``evaluate_checkpoint``; the driver keeps ``--max-concurrent`` tasks in flight (default: as many
+as the cluster's CPUs and GPUs hold) and prints progress read from each trial's ``train.log``.
+Not Ray Tune: it needs pandas and pyarrow and brings its own trial directories and checkpoints
+for what is a ``ray.wait`` loop over mira's ``RunDir``s. A trial with ``runtime.num_runners`` > 0
+starts its runners and learner as actors from its task (they reserve their own CPUs and GPU).
+``resources.placement: driver`` (default) pins trial tasks to this node, so run directories land
+here; ``spread`` runs them anywhere and needs the output directory on a shared filesystem.
+
+Each trial writes ``<out>/trials/<variant>-seed<k>/``. Re-running the same file skips trials
+whose ``summary.json`` says ``interrupted: false`` and ``frames >= run.total_frames`` (and whose
+``eval.json`` is of the last checkpoint), resumes those with a checkpoint (``Trainer(...,
+resume_from=...)``) and starts the rest; raising ``run.total_frames`` extends finished trials.
+``scripts/report.py`` then writes ``results.json``, ``report.md`` and the PNG plots.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import functools
+import itertools
+import json
+import math
+import re
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from learners.config import ConfigError, ExperimentConfig, from_dict, load_config
+from scripts.pbt import PBTSpec
+
+AGGREGATES = ("median", "mean", "iqm", "capped_mean")
+
+
+@dataclass
+class EvaluateSpec:
+    episodes: int = 10  # evaluation episodes per task of each trial's final checkpoint (0 = none)
+    num_runners: int = 0  # 0: evaluate inside the trial's task; >0: one Ray evaluator actor per task
+
+
+@dataclass
+class ResourcesSpec:
+    cpus_per_trial: float = 1.0  # CPUs a trial's task reserves (with runtime.num_runners 0: the whole run)
+    gpus_per_trial: float = 0.0  # GPUs a trial's task reserves (for an in-process learner)
+    placement: str = "driver"  # driver: trial tasks on this node; spread: anywhere (shared filesystem)
+
+
+@dataclass
+class CompareSpec:
+    name: str = ""  # names the output directory runs/compare/<name>
+    base: str = ""  # training config (a matrix key `base` overrides it per variant)
+    out: str = ""  # output directory; default runs/compare/<name>
+    overrides: dict = field(default_factory=dict)  # dotted key -> value, applied to every trial
+    matrix: dict = field(default_factory=dict)  # dotted key -> list of values; the product = variants
+    seeds: list[int] = field(default_factory=lambda: [0, 1, 2])  # run.seed of each trial of a variant
+    aggregate: str = "iqm"  # headline score: median, mean, iqm or capped_mean over seeds x tasks
+    evaluate: EvaluateSpec = field(default_factory=EvaluateSpec)
+    resources: ResourcesSpec = field(default_factory=ResourcesSpec)
+    pbt: PBTSpec = field(default_factory=PBTSpec)  # population-based training (scripts/pbt.py)
+
+
+@dataclass
+class Trial:
+    variant: str  # slug of the variant, e.g. "head-linear"
+    settings: dict  # matrix key -> value of this variant
+    seed: int
+    base: str  # absolute path of the training config
+    overrides: list[str]
+    cfg: ExperimentConfig
+
+    @property
+    def slug(self) -> str:
+        return f"{self.variant}-seed{self.seed}"
+
+    @property
+    def dir(self) -> Path:
+        return Path(self.cfg.run.dir)
+
+
+def _say(*parts) -> None:
+    print("[mira]", *parts, file=sys.stderr, flush=True)
+
+
+def _flatten(data: dict, prefix: str = "") -> dict:
+    out = {}
+    for key, value in data.items():
+        full = f"{prefix}.{key}" if prefix else str(key)
+        out.update(_flatten(value, full) if isinstance(value, dict) and value else {full: value})
+    return out
+
+
+def _override(key: str, value) -> str:
+    return f"{key}={json.dumps(value)}"  # JSON is YAML: strings, numbers and lists round-trip
+
+
+def _read_json(path: Path) -> dict | None:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def _resolve(path: str, near: Path) -> Path:
+    for candidate in (near / path, Path(path)):
+        if candidate.is_file():
+            return candidate.resolve()
+    raise ConfigError(f"training config {path!r} not found next to the compare file ({near}) or in the cwd")
+
+
+def _slug(settings: dict) -> str:
+    short = [k.split(".")[-1] for k in settings]
+    parts = []
+    for (key, value), name in zip(settings.items(), short):
+        name = key if short.count(name) > 1 else name
+        value = Path(value).stem if key == "base" else value
+        text = value if isinstance(value, str) else json.dumps(value)
+        parts.append(re.sub(r"[^A-Za-z0-9.+=-]+", "-", f"{name}-{text}").strip("-"))
+    return "_".join(parts) or "base"
+
+
+def load_spec(path: str | Path, out: str | None = None) -> tuple[CompareSpec, list[Trial], Path]:
+    """Read a compare file and validate every trial's config (nothing runs): (spec, trials, out dir)."""
+    import yaml
+
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(f"compare file {str(path)!r} does not exist")
+    spec = from_dict(CompareSpec, yaml.safe_load(path.read_text()) or {})
+    name = spec.name or path.stem
+    out = Path(out or spec.out or Path("runs") / "compare" / name).resolve()
+    if spec.aggregate not in AGGREGATES:
+        raise ConfigError(f"aggregate must be one of {', '.join(AGGREGATES)}, got {spec.aggregate!r}")
+    if spec.resources.placement not in ("driver", "spread"):
+        raise ConfigError(f"resources.placement must be driver or spread, got {spec.resources.placement!r}")
+    if not spec.seeds or len(set(spec.seeds)) != len(spec.seeds):
+        raise ConfigError(f"seeds must be a non-empty list of distinct integers, got {spec.seeds}")
+    for key, values in spec.matrix.items():
+        if not isinstance(values, list) or not values:
+            raise ConfigError(f"matrix.{key}: expected a non-empty list of values, got {values!r}")
+    if not spec.base and "base" not in spec.matrix:
+        raise ConfigError("the compare file needs `base: TRAINING_CONFIG` (or a matrix key `base`)")
+    common = [_override(k, v) for k, v in _flatten(spec.overrides).items()]
+    trials, slugs = [], set()
+    for combo in itertools.product(*spec.matrix.values()):
+        settings = dict(zip(spec.matrix, combo))
+        variant = _slug(settings)
+        if variant in slugs:
+            raise ConfigError(f"two variants share the directory name {variant!r}; make the matrix values distinct")
+        slugs.add(variant)
+        base = _resolve(str(settings.get("base", spec.base)), path.parent)
+        mine = [_override(k, v) for key, value in settings.items() if key != "base"
+                for k, v in _flatten({key: value}).items()]
+        for seed in spec.seeds:
+            where = out / "trials" / f"{variant}-seed{seed}"
+            overrides = common + mine + [f"run.seed={seed}", f"run.dir={where}", f"run.name={name}-{where.name}"]
+            try:
+                cfg = load_config(base, overrides)
+            except ConfigError as e:
+                raise ConfigError(f"variant {variant} (seed {seed}): {e}") from None
+            trials.append(Trial(variant, settings, seed, str(base), overrides, cfg))
+    if spec.pbt.enabled:
+        from scripts.pbt import check
+
+        check(spec, trials)
+    return spec, trials, out
+
+
+# ---------------------------------------------------------------- one trial (in a Ray task)
+
+
+def trial_state(run_dir: Path, target_frames: int) -> str:
+    """``done`` (finished to target), ``resume`` (has a checkpoint) or ``new``."""
+    from learners.run_dir import RunDir
+
+    summary, ckpt = _read_json(run_dir / "summary.json"), RunDir(run_dir).latest_checkpoint()
+    if ckpt is not None and summary and not summary.get("interrupted") and summary.get("frames", 0) >= target_frames:
+        return "done"
+    return "resume" if ckpt is not None else "new"
+
+
+def eval_is_current(run_dir: Path, episodes: int) -> bool:
+    from learners.run_dir import RunDir
+
+    result, ckpt = _read_json(run_dir / "eval.json"), RunDir(run_dir).latest_checkpoint()
+    return bool(result and ckpt and result.get("checkpoint") == str(ckpt)
+                and all(t["episodes"] == episodes for t in result["tasks"].values()))
+
+
+def run_trial(job: dict) -> dict:
+    """Train one trial to its ``run.total_frames`` (new, resumed or already there), then evaluate
+    its last checkpoint if ``job['episodes']``. Runs in a Ray task; output goes to train.log."""
+    import torch
+
+    from learners.run_dir import RunDir
+    from learners.trainer import Trainer
+    from scripts.evaluate import evaluate_checkpoint
+
+    torch.set_num_threads(job["threads"])
+    cfg = load_config(job["base"], job["overrides"])
+    run_dir = Path(cfg.run.dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    state = trial_state(run_dir, cfg.run.total_frames)
+    with open(run_dir / "train.log", "a") as log, contextlib.redirect_stdout(log), contextlib.redirect_stderr(log):
+        if state != "done":
+            run = RunDir.open(run_dir) if state == "resume" else RunDir.create(cfg, job["base"])
+            Trainer(cfg, run, resume_from=run.latest_checkpoint() if state == "resume" else None).train()
+        summary = _read_json(run_dir / "summary.json")
+        if job["episodes"] and not summary["interrupted"] and not eval_is_current(run_dir, job["episodes"]):
+            evaluate_checkpoint(str(run_dir), episodes=job["episodes"], num_runners=job["eval_runners"])
+    return {"state": state, "summary": summary, "eval": _read_json(run_dir / "eval.json")}
+
+
+# ---------------------------------------------------------------- the driver
+
+
+def _connect(spec: CompareSpec, cfg: ExperimentConfig):
+    """Ray at ``runtime.address``, else a local instance that holds at least one whole trial."""
+    import logging
+    import os
+
+    import ray
+
+    if not ray.is_initialized():
+        kwargs = dict(include_dashboard=False, logging_level=logging.WARNING, log_to_driver=False)
+        if cfg.runtime.address:
+            ray.init(address=cfg.runtime.address, **kwargs)
+        else:
+            actors = cfg.runtime.num_runners + cfg.runtime.learner_cpus if cfg.runtime.num_runners else 0
+            cpus = max(os.cpu_count() or 1, math.ceil(spec.resources.cpus_per_trial + actors))
+            ray.init(address="local", num_cpus=cpus, **kwargs)  # "local": never join a `ray start` cluster by accident
+    return ray
+
+
+def _capacity(ray, spec: CompareSpec, cfg: ExperimentConfig) -> int:
+    """How many trials the cluster holds at once: CPUs (and GPUs) per trial incl. its actors."""
+    have = ray.cluster_resources()
+    cpus, gpus = spec.resources.cpus_per_trial, spec.resources.gpus_per_trial
+    if cfg.runtime.num_runners > 0:
+        cpus += cfg.runtime.num_runners + cfg.runtime.learner_cpus
+        gpus += 1 if cfg.learner.device.startswith("cuda") or (cfg.learner.device == "auto" and have.get("GPU", 0) >= 1) else 0
+    fits = [have.get("CPU", 1) // max(cpus, 1e-9)] + ([have.get("GPU", 0) // gpus] if gpus else [])
+    return max(1, int(min(fits)))
+
+
+def _progress(run_dir: Path) -> str:
+    """The newest progress line of a running trial, shortened."""
+    try:
+        lines = [line for line in (run_dir / "train.log").read_text().splitlines() if "return(last100)" in line]
+    except OSError:
+        return "starting"
+    m = re.search(r"frames\s+([\d,]+).*?return\(last100\)\s+(\S+)", lines[-1]) if lines else None
+    return f"{m.group(1)} frames, return(last100) {m.group(2)}" if m else "starting"
+
+
+def _run_jobs(jobs: list[dict], spec: CompareSpec, cfg: ExperimentConfig, max_concurrent: int | None,
+              quiet: bool) -> tuple[dict, dict]:
+    """Run ``jobs`` as Ray tasks (Ray starts only if there is work), at most ``max_concurrent``
+    at once (default: what the cluster holds): ({slug: result}, {slug: error})."""
+    if not jobs:
+        return {}, {}
+    ray = _connect(spec, cfg)
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    limit = max_concurrent or _capacity(ray, spec, cfg)
+    if not quiet:
+        _say(f"running {len(jobs)} trial(s), up to {limit} at once, on {ray.cluster_resources().get('CPU', 0):.0f} CPUs")
+    opts = dict(num_cpus=spec.resources.cpus_per_trial, num_gpus=spec.resources.gpus_per_trial, max_retries=1)
+    if spec.resources.placement == "driver":
+        opts["scheduling_strategy"] = NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), soft=False)
+    task = ray.remote(run_trial).options(**opts)
+    pending, running, results, failed = list(jobs), {}, {}, {}
+    say = (lambda *a: None) if quiet else _say
+    last = time.time()
+    try:
+        while pending or running:
+            while pending and len(running) < limit:
+                job = pending.pop(0)
+                running[task.remote(job)] = (job, time.time())
+                say(f"started  {job['slug']} ({job['state']}, to {job['frames']:,} frames)")
+            ready, _ = ray.wait(list(running), num_returns=1, timeout=2.0)
+            for ref in ready:
+                job, start = running.pop(ref)
+                try:
+                    results[job["slug"]] = res = ray.get(ref)
+                except Exception as e:  # noqa: BLE001 - one failed trial does not stop the others
+                    failed[job["slug"]] = str(e).strip().splitlines()[-1][:300]
+                    say(f"FAILED   {job['slug']}: {failed[job['slug']]} (see {job['dir']}/train.log)")
+                    continue
+                s, ev = res["summary"], res["eval"]
+                ret = s.get("episode_return_mean")
+                agg = (ev or {}).get("aggregates", {}).get(spec.aggregate)
+                score = f", eval {spec.aggregate} {agg['value']:.3f}" if agg else ""
+                say(f"finished {job['slug']}: {s['frames']:,} frames, {time.time() - start:.0f}s, return(last100) "
+                    f"{'n/a' if ret is None else f'{ret:.3f}'}{score} [{len(results) + len(failed)}/{len(jobs)}]")
+            if running and time.time() - last >= 30.0:
+                last = time.time()
+                for job, _ in running.values():
+                    say(f"  {job['slug']}: {_progress(Path(job['dir']))}")
+    except KeyboardInterrupt:
+        say("interrupted: stopping trials (each writes a checkpoint); re-run the same command to resume")
+        for ref in running:
+            ray.cancel(ref)
+        ray.wait(list(running), num_returns=len(running), timeout=60)
+        raise
+    return results, failed
+
+
+def _job(trial: Trial, spec: CompareSpec, frames: int, extra: list[str], evaluate: bool) -> dict:
+    overrides = trial.overrides + extra + [f"run.total_frames={frames}"]
+    state = trial_state(trial.dir, frames)
+    return dict(slug=trial.slug, dir=str(trial.dir), base=trial.base, overrides=overrides, frames=frames, state=state,
+                episodes=spec.evaluate.episodes if evaluate else 0, eval_runners=spec.evaluate.num_runners,
+                threads=max(1, int(spec.resources.cpus_per_trial)))
+
+
+def _needs_work(job: dict) -> bool:
+    return job["state"] != "done" or bool(job["episodes"] and not eval_is_current(Path(job["dir"]), job["episodes"]))
+
+
+def run_compare(path: str, dry_run: bool = False, max_concurrent: int | None = None, out: str | None = None,
+                quiet: bool = False) -> dict:
+    """Validate, run every trial, evaluate, report. Returns {"out", "trials": {slug: status}, "failed", "results"}."""
+    from scripts import pbt as pbt_mod
+    from scripts.report import write_report
+
+    if max_concurrent is not None and max_concurrent < 1:
+        raise ConfigError(f"--max-concurrent must be at least 1, got {max_concurrent}")
+    spec, trials, out_dir = load_spec(path, out)
+    status = {t.slug: trial_state(t.dir, t.cfg.run.total_frames) for t in trials}
+    if dry_run or not quiet:
+        _say(f"compare {spec.name or Path(path).stem}: {len({t.variant for t in trials})} variant(s) x "
+             f"{len(spec.seeds)} seed(s) -> {out_dir}")
+        for t in trials:
+            _say(f"  {t.slug:40s} {status[t.slug]:7s} {t.cfg.run.total_frames:>12,} frames  {Path(t.base).name}")
+    if dry_run:
+        return {"out": str(out_dir), "trials": status, "failed": {}, "results": None}
+    out_dir.mkdir(parents=True, exist_ok=True)
+    run_jobs = functools.partial(_run_jobs, spec=spec, cfg=trials[0].cfg, max_concurrent=max_concurrent, quiet=quiet)
+    if spec.pbt.enabled:
+        ran, failed = pbt_mod.run_population(spec, trials, out_dir, run_jobs, quiet)
+        status.update({t.slug: "trained" if t.slug in ran else "skipped" for t in trials})
+    else:
+        jobs = [_job(t, spec, t.cfg.run.total_frames, [], True) for t in trials]
+        done = [j for j in jobs if not _needs_work(j)]
+        for j in done:
+            status[j["slug"]] = "skipped"
+            if not quiet:
+                _say(f"skipped  {j['slug']} (finished and evaluated)")
+        results, failed = run_jobs([j for j in jobs if _needs_work(j)])
+        status.update({s: {"new": "trained", "resume": "resumed", "done": "evaluated"}[r["state"]] for s, r in results.items()})
+    status.update({s: "failed" for s in failed})
+    ok = [t for t in trials if t.slug not in failed]
+    results = write_report(out_dir, spec, ok, failed, trials[0].cfg.run.total_frames) if ok else None
+    if not quiet:
+        _say(f"wrote {out_dir / 'report.md'}, results.json and plots" if ok else "every trial failed; no report")
+    return {"out": str(out_dir), "trials": status, "failed": failed, "results": results}
+
+
+# ---------------------------------------------------------------- command line
+
+
+def _command(args) -> int:
+    try:
+        result = run_compare(args.config, dry_run=args.dry_run, max_concurrent=args.max_concurrent, out=args.out)
+    except KeyboardInterrupt:
+        return 130
+    if result["failed"]:
+        _say(f"{len(result['failed'])} trial(s) failed: {', '.join(result['failed'])}")
+        return 1
+    return 0
+
+
+def add_parser(subparsers) -> argparse.ArgumentParser:
+    """Register ``mira compare`` on the CLI's subparsers."""
+    c = subparsers.add_parser("compare", help="train variants x seeds on Ray, evaluate, write a report with plots")
+    c.add_argument("config", metavar="COMPARE_FILE", help="compare YAML, e.g. configs/compare_heads_lab6.yaml")
+    c.add_argument("--dry-run", action="store_true", help="validate every trial and list what would run")
+    c.add_argument("--max-concurrent", type=int, metavar="N", help="trials in flight at once (default: what the cluster holds)")
+    c.add_argument("--out", metavar="DIR", help="output directory (default: the file's `out`, else runs/compare/<name>)")
+    c.set_defaults(fn=_command)
+    return c
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="mira")
+    add_parser(parser.add_subparsers(dest="command", required=True))
+    args = parser.parse_args(["compare", *(sys.argv[1:] if argv is None else argv)])
+    try:
+        return args.fn(args)
+    except ConfigError as e:
+        print(f"mira: error: {e}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,260 @@
+"""What ``mira compare`` leaves: ``results.json``, ``report.md`` and three PNG plots.
+
+Scores follow Agarwal et al. 2021 (``scripts/statistics.py``): per trial, the final
+evaluation's score per task, normalised when the suite has reference scores (every task
+of every trial has ``normalized_score``), raw mean episode return otherwise. Per variant, a
+score matrix ``[seeds, tasks]`` gives median / mean / IQM (and the capped mean when
+normalised) with stratified bootstrap 95% CIs (seeds resampled per task), and every pair
+of variants the probability of improvement P(row > column) with its CI.
+
+Learning curves are the training return (TensorBoard tag ``episode_return_mean100``, the
+mean of the last 100 episodes) of each trial, interpolated onto a common frame grid; the
+band is a 95% percentile bootstrap over seeds of the mean at each grid point.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import time
+import warnings
+from pathlib import Path
+
+import numpy as np
+
+from scripts import statistics as st
+
+FUNCTIONS = {"median": st.median, "mean": st.mean, "iqm": st.iqm, "capped_mean": st.capped_mean}
+REPS = 2000
+
+
+def param_count(run_dir: Path) -> int | None:
+    """Number of values in the last checkpoint's agent state dict (parameters and buffers)."""
+    from learners.run_dir import RunDir
+
+    ckpt = RunDir(run_dir).latest_checkpoint()
+    if ckpt is None:
+        return None
+    agent = RunDir.load_checkpoint(ckpt)["learner"]["agent"]
+    return int(sum(v.numel() for v in agent.values() if hasattr(v, "numel")))
+
+
+def learning_curve(run_dir: Path, tag: str = "episode_return_mean100") -> tuple[np.ndarray, np.ndarray]:
+    """(frames, value) of ``tag`` from the run's event files, sorted, last value per frame count."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    acc = EventAccumulator(str(run_dir), size_guidance={"scalars": 0})
+    acc.Reload()
+    if tag not in acc.Tags().get("scalars", []):
+        return np.zeros(0), np.zeros(0)
+    points = {e.step: e.value for e in acc.Scalars(tag)}  # a resumed run may repeat steps: keep the last
+    steps = np.array(sorted(points), dtype=float)
+    return steps, np.array([points[s] for s in sorted(points)], dtype=float)
+
+
+def band(curves: list[tuple[np.ndarray, np.ndarray]], grid: np.ndarray, reps: int = 1000, seed: int = 0):
+    """Mean over seeds and its 95% bootstrap band on ``grid``: three arrays [len(grid)], NaN
+    outside the frames that every seed covers (so no seed joins or leaves mid-curve)."""
+    ys = np.array([np.interp(grid, x, y, left=np.nan, right=np.nan) if len(x) else np.full(len(grid), np.nan)
+                   for x, y in curves])
+    ys[:, np.isnan(ys).any(axis=0)] = np.nan
+    rng = np.random.default_rng(seed)
+    resampled = ys[rng.integers(0, len(ys), size=(reps, len(ys)))]  # [reps, seeds, grid]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN grid points stay NaN
+        boot = np.nanmean(resampled, axis=1)
+        return np.nanmean(ys, axis=0), np.nanpercentile(boot, 2.5, axis=0), np.nanpercentile(boot, 97.5, axis=0)
+
+
+def _interval(ci) -> dict:
+    return {"value": ci.estimate, "ci95": [ci.low, ci.high]}
+
+
+def collect(out: Path, spec, trials, failed: dict, target_frames: int) -> dict:
+    """Everything the report shows, as plain JSON."""
+    rows = []
+    for t in trials:
+        summary = json.loads((t.dir / "summary.json").read_text())
+        ev = json.loads((t.dir / "eval.json").read_text()) if (t.dir / "eval.json").is_file() else None
+        rows.append({
+            "trial": t.slug, "variant": t.variant, "settings": t.settings, "seed": t.seed, "dir": str(t.dir),
+            "frames": summary["frames"], "wall_time_s": summary["wall_time_s"], "params": param_count(t.dir),
+            "train_return_mean100": summary["episode_return_mean"],
+            "eval": None if ev is None else {"score": ev["score"], "tasks": ev["tasks"], "aggregates": ev["aggregates"]},
+        })
+    evaluated = [r for r in rows if r["eval"]]
+    normalised = bool(evaluated) and all(e["normalized_score"] is not None for r in evaluated for e in r["eval"]["tasks"].values())
+    key = "normalized_score" if normalised else "return_mean"
+    varying = [k for k in spec.matrix if len(spec.matrix[k]) > 1] or list(spec.matrix)
+    variants = {}
+    for name in dict.fromkeys(r["variant"] for r in rows):
+        mine = [r for r in rows if r["variant"] == name]
+        tasks = list(mine[0]["eval"]["tasks"]) if mine[0]["eval"] else []
+        scored = [r for r in mine if r["eval"] and list(r["eval"]["tasks"]) == tasks]
+        matrix = [[r["eval"]["tasks"][task][key] for task in tasks] for r in scored]
+        settings = mine[0]["settings"]
+        label = ", ".join(f"{k.split('.')[-1]}={Path(settings[k]).stem if k == 'base' else settings[k]}" for k in varying)
+        v = {"label": label or name, "settings": settings, "seeds": [r["seed"] for r in scored], "tasks": tasks,
+             "scores_per_seed": matrix, "frames_mean": float(np.mean([r["frames"] for r in mine])),
+             "wall_time_s_mean": float(np.mean([r["wall_time_s"] for r in mine])), "params": mine[0]["params"],
+             "aggregates": {}}
+        if matrix:
+            for agg, fn in FUNCTIONS.items():
+                if agg != "capped_mean" or normalised:
+                    v["aggregates"][agg] = _interval(st.stratified_bootstrap_ci(np.array(matrix), fn, reps=REPS))
+        variants[name] = v
+    names = [n for n in variants if variants[n]["scores_per_seed"]]
+    poi = [[None] * len(names) for _ in names]
+    for i, a in enumerate(names):
+        for j, b in enumerate(names):
+            if i != j and variants[a]["tasks"] == variants[b]["tasks"]:
+                x, y = np.array(variants[a]["scores_per_seed"]), np.array(variants[b]["scores_per_seed"])
+                poi[i][j] = _interval(st.probability_of_improvement_ci(x, y, reps=REPS))
+    headline = spec.aggregate if spec.aggregate != "capped_mean" or normalised else "mean"
+    pbt = json.loads((out / "pbt.json").read_text()) if spec.pbt.enabled and (out / "pbt.json").is_file() else None
+    return {
+        "name": spec.name, "created": time.strftime("%Y-%m-%d %H:%M:%S"), "target_frames": target_frames,
+        "score": f"{evaluated[0]['eval']['score']} score" if normalised else "raw episode return",
+        "score_key": key, "aggregate": headline, "evaluation_episodes": spec.evaluate.episodes,
+        "ci": f"95% percentile stratified bootstrap over seeds (per task), {REPS} replicates",
+        "trials": rows, "variants": variants, "failed": failed,
+        "probability_of_improvement": {"variants": names, "matrix": poi}, "pbt": pbt, "compare": dataclasses.asdict(spec),
+    }
+
+
+def _fmt(x, digits: int = 3) -> str:
+    return "n/a" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.{digits}f}"
+
+
+def _duration(seconds: float) -> str:
+    return f"{seconds:.0f} s" if seconds < 120 else f"{seconds / 60:.1f} min" if seconds < 7200 else f"{seconds / 3600:.1f} h"
+
+
+def markdown(res: dict) -> str:
+    agg, variants = res["aggregate"], res["variants"]
+    lines = [f"# Compare: {res['name']}", "",
+             f"{len(variants)} variant(s), {len(res['trials'])} trial(s), target {res['target_frames']:,} frames each; "
+             f"final evaluation: {res['evaluation_episodes']} episodes per task of each trial's last checkpoint.", "",
+             f"**Score: {res['score']}**; headline aggregate **{agg}** over seeds x tasks; CIs: {res['ci']} "
+             "(Agarwal et al. 2021).", ""]
+    if res["pbt"]:
+        lines += ["PBT was on: seeds of one variant exchanged weights, so they are not independent runs and the "
+                  "CIs understate the uncertainty.", ""]
+    lines += ["## Variants", "", f"| variant | {agg} | 95% CI | seeds | frames (mean) | wall time (mean) | parameters |",
+              "| --- | ---: | --- | ---: | ---: | ---: | ---: |"]
+    for v in variants.values():
+        a = v["aggregates"].get(agg)
+        ci = f"[{_fmt(a['ci95'][0])}, {_fmt(a['ci95'][1])}]" if a else "n/a"
+        lines.append(f"| {v['label']} | {_fmt(a and a['value'])} | {ci} | {len(v['seeds'])} | {v['frames_mean']:,.0f} | "
+                     f"{_duration(v['wall_time_s_mean'])} | {v['params'] or 0:,} |")
+    tasks = next((v["tasks"] for v in variants.values() if v["tasks"]), [])
+    if 1 < len(tasks) <= 30:
+        lines += ["", "## Per task (mean over seeds)", "", "| variant | " + " | ".join(tasks) + " |",
+                  "| --- |" + " ---: |" * len(tasks)]
+        for v in variants.values():
+            if v["tasks"] == tasks and v["scores_per_seed"]:
+                means = np.mean(v["scores_per_seed"], axis=0)
+                lines.append(f"| {v['label']} | " + " | ".join(_fmt(float(m), 2) for m in means) + " |")
+    poi = res["probability_of_improvement"]
+    if len(poi["variants"]) > 1:
+        labels = [variants[n]["label"] for n in poi["variants"]]
+        lines += ["", "## Probability of improvement", "",
+                  "P(row > column): the probability that a run of the row variant scores above a run of the column "
+                  "variant on a task drawn at random (ties count one half), with its 95% CI.", "",
+                  "| row \\ column | " + " | ".join(labels) + " |", "| --- |" + " --- |" * len(labels)]
+        for label, row in zip(labels, poi["matrix"]):
+            cells = ["—" if p is None else f"{p['value']:.2f} [{p['ci95'][0]:.2f}, {p['ci95'][1]:.2f}]" for p in row]
+            lines.append(f"| {label} | " + " | ".join(cells) + " |")
+    lines += ["", "## Trials", "", "| trial | frames | wall time | train return (last 100) | eval score (mean over tasks) |",
+              "| --- | ---: | ---: | ---: | ---: |"]
+    for r in res["trials"]:
+        score = np.mean([e[res["score_key"]] for e in r["eval"]["tasks"].values()]) if r["eval"] else None
+        lines.append(f"| {r['trial']} | {r['frames']:,} | {_duration(r['wall_time_s'])} | "
+                     f"{_fmt(r['train_return_mean100'])} | {_fmt(score)} |")
+    for slug, error in res["failed"].items():
+        lines.append(f"| {slug} | failed: {error} | | | |")
+    lines += ["", "![learning curves](learning_curves.png)", "", "![final scores](final_scores.png)", "",
+              "![probability of improvement](probability_of_improvement.png)", ""]
+    return "\n".join(lines)
+
+
+def plot(out: Path, res: dict, curves: dict) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    variants, agg = res["variants"], res["aggregate"]
+    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    # Learning curves.
+    fig, ax = plt.subplots(figsize=(8, 5))
+    top = max((x[-1] for cs in curves.values() for x, _ in cs if len(x)), default=1.0)
+    grid = np.linspace(0, top, 200)
+    for i, (name, cs) in enumerate(curves.items()):
+        mean, low, high = band(cs, grid)
+        c = colors[i % len(colors)]
+        ax.plot(grid, mean, color=c, label=f"{variants[name]['label']} ({len(cs)} seeds)")
+        ax.fill_between(grid, low, high, color=c, alpha=0.2, linewidth=0)
+    ax.set(xlabel="environment frames", ylabel="training episode return (mean of last 100 episodes)",
+           title=f"{res['name']}: learning curves (mean over seeds, 95% bootstrap CI)")
+    ax.grid(alpha=0.3)
+    ax.legend(loc="best", fontsize=9)
+    fig.tight_layout()
+    fig.savefig(out / "learning_curves.png", dpi=120)
+    plt.close(fig)
+    # Final scores.
+    names = [n for n in variants if agg in variants[n]["aggregates"]]
+    labels = [variants[n]["label"] for n in names]
+    fig, ax = plt.subplots(figsize=(max(5, 1.6 * len(names) + 2), 5))
+    for i, n in enumerate(names):
+        a = variants[n]["aggregates"][agg]
+        err = [[a["value"] - a["ci95"][0]], [a["ci95"][1] - a["value"]]]
+        ax.bar(i, a["value"], color=colors[i % len(colors)], alpha=0.8, yerr=err, capsize=6)
+        # Seeds as dots where they are on the bar's scale: one task, or the plain mean. (IQM and
+        # median pool seeds x tasks, so one seed's IQM over its tasks may lie outside the CI.)
+        if len(variants[n]["tasks"]) == 1 or agg == "mean":
+            per_seed = [FUNCTIONS[agg](np.array([row])) for row in variants[n]["scores_per_seed"]]
+            ax.scatter(np.full(len(per_seed), i) + np.linspace(-0.15, 0.15, len(per_seed)), per_seed, color="black",
+                       s=14, zorder=3, label="one seed" if i == 0 else None)
+    ax.set_xticks(range(len(names)), labels, rotation=20 if len(names) > 3 else 0, ha="right" if len(names) > 3 else "center")
+    ax.set(ylabel=f"{agg} of {res['score']} (final evaluation)",
+           title=f"{res['name']}: final {agg} score\n(bars: 95% stratified bootstrap CI over seeds)")
+    ax.grid(axis="y", alpha=0.3)
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(loc="lower right", fontsize=9, framealpha=0.9)
+    fig.tight_layout()
+    fig.savefig(out / "final_scores.png", dpi=120)
+    plt.close(fig)
+    # Probability of improvement.
+    poi = res["probability_of_improvement"]
+    labels = [variants[n]["label"] for n in poi["variants"]]
+    m = np.array([[np.nan if p is None else p["value"] for p in row] for row in poi["matrix"]], dtype=float).reshape(len(labels), len(labels))
+    size = max(4.5, 1.3 * len(labels) + 2.5)
+    fig, ax = plt.subplots(figsize=(size + 1, size))
+    cmap = matplotlib.colormaps["RdBu"].with_extremes(bad="#dddddd")  # bad: the diagonal
+    image = ax.imshow(m, cmap=cmap, vmin=0, vmax=1)
+    for i, row in enumerate(poi["matrix"]):
+        for j, p in enumerate(row):
+            text = "—" if p is None else f"{p['value']:.2f}\n[{p['ci95'][0]:.2f}, {p['ci95'][1]:.2f}]"
+            dark = p is not None and abs(p["value"] - 0.5) > 0.3
+            ax.text(j, i, text, ha="center", va="center", color="white" if dark else "black",
+                    fontsize=10 if len(labels) < 6 else 7)
+    ax.set_xticks(range(len(labels)), labels, rotation=30, ha="right")
+    ax.set_yticks(range(len(labels)), labels)
+    ax.set(xlabel="column variant Y", ylabel="row variant X", title=f"{res['name']}: probability of improvement P(X > Y)\n(with 95% bootstrap CI)")
+    fig.colorbar(image, ax=ax, fraction=0.046, pad=0.04, label="P(row > column)")
+    fig.tight_layout()
+    fig.savefig(out / "probability_of_improvement.png", dpi=120)
+    plt.close(fig)
+
+
+def write_report(out: Path, spec, trials, failed: dict, target_frames: int) -> dict:
+    res = collect(out, spec, trials, failed, target_frames)
+    (out / "results.json").write_text(json.dumps(res, indent=2))
+    (out / "report.md").write_text(markdown(res))
+    curves: dict = {}
+    for t in trials:
+        curves.setdefault(t.variant, []).append(learning_curve(t.dir))
+    plot(out, res, curves)
+    return res

@@ -1,0 +1,121 @@
+"""mira compare: up-front validation, PBT's exploit/explore, and a tiny matrix on Ray
+(report, results, plots, skipping finished trials, resuming an interrupted one)."""
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+
+from learners.config import ConfigError, parse_overrides
+from scripts.compare import load_spec, main, run_compare
+from scripts.pbt import exploit_explore
+from tests.conftest import small_overrides
+
+ROOT = Path(__file__).resolve().parents[1]
+PNGS = ("learning_curves.png", "final_scores.png", "probability_of_improvement.png")
+
+
+def write_compare(tmp_path, **changes) -> Path:
+    """2 variants (core width 16, 32) x 2 seeds of the conftest's tiny in-process IMPALA run."""
+    common = dict(parse_overrides([o for o in small_overrides(tmp_path) if not o.startswith("run.dir=")]))
+    data = {
+        "name": "tiny", "base": str(ROOT / "configs" / "impala_minigrid.yaml"), "out": str(tmp_path / "out"),
+        "overrides": common, "matrix": {"agent.core_options.hidden_size": [16, 32]}, "seeds": [0, 1],
+        "evaluate": {"episodes": 2},
+    }
+    data.update(changes)
+    path = tmp_path / "compare.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+def test_every_trial_is_validated_before_anything_runs(tmp_path, capsys):
+    bad_key = write_compare(tmp_path, matrix={"agent.haed": ["linear", "linear2"]})
+    with pytest.raises(ConfigError, match=r"variant haed-linear \(seed 0\): unknown config key 'agent.haed'"):
+        run_compare(str(bad_key))
+    assert not (tmp_path / "out").exists()
+    bad_value = write_compare(tmp_path, matrix={"agent.head": ["linear", "nope"]})
+    assert main([str(bad_value)]) == 2
+    err = capsys.readouterr().err
+    assert "variant head-nope" in err and "valid heads: linear" in err
+    assert main([str(write_compare(tmp_path, matrx={}))]) == 2
+    assert "unknown config key 'matrx'" in capsys.readouterr().err
+
+
+def test_dry_run_lists_trials_and_their_run_dirs(tmp_path, capsys):
+    path = write_compare(tmp_path)
+    assert main([str(path), "--dry-run"]) == 0
+    err = capsys.readouterr().err
+    for slug in ("hidden-size-16-seed0", "hidden-size-16-seed1", "hidden-size-32-seed0", "hidden-size-32-seed1"):
+        assert slug in err
+    spec, trials, out = load_spec(path)
+    assert [t.cfg.agent.core_options["hidden_size"] for t in trials] == [16, 16, 32, 32]
+    assert [t.cfg.run.seed for t in trials] == [0, 1, 0, 1]
+    assert trials[0].dir == out / "trials" / "hidden-size-16-seed0" and not out.exists()
+
+
+def test_pbt_exploit_explore_and_its_checks(tmp_path):
+    population = [("a", 0.1, {"lr": 1.0}), ("b", 0.9, {"lr": 2.0}), ("c", None, {"lr": 3.0}), ("d", 0.5, {"lr": 4.0})]
+    moves = exploit_explore(population, quantile=0.25, perturb=[0.5, 2.0], rng=np.random.default_rng(0))
+    assert list(moves) == ["c"]  # no finished episode ranks last
+    donor, hyper = moves["c"]
+    assert donor == "b" and hyper["lr"] in (1.0, 4.0)
+    assert exploit_explore(population[:1], 0.25, [0.8], np.random.default_rng(0)) == {}
+    pbt = {"enabled": True, "interval_frames": 200}
+    with pytest.raises(ConfigError, match="lr_schedule: constant"):
+        load_spec(write_compare(tmp_path, pbt=pbt))
+    with pytest.raises(ConfigError, match="at least 2 seeds"):
+        load_spec(write_compare(tmp_path, pbt=pbt, seeds=[0]))
+
+
+def _png_ok(path: Path) -> bool:
+    return path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and path.stat().st_size > 10_000
+
+
+@pytest.mark.ray
+def test_compare_runs_reports_and_resumes(tmp_path, ray_local):
+    path = write_compare(tmp_path)
+    first = run_compare(str(path), quiet=True)
+    assert first["trials"] == {s: "trained" for s in first["trials"]} and len(first["trials"]) == 4
+    out = Path(first["out"])
+    for name in PNGS:
+        assert _png_ok(out / name), name
+    report = (out / "report.md").read_text()
+    assert "raw episode return" in report and "Probability of improvement" in report and "hidden_size=32" in report
+    res = json.loads((out / "results.json").read_text())
+    assert len(res["trials"]) == 4 and all(r["frames"] >= 400 and r["eval"] for r in res["trials"])
+    variants = list(res["variants"].values())
+    assert variants[0]["params"] < variants[1]["params"]  # core width 16 < 32
+    for v in variants:
+        assert v["seeds"] == [0, 1]
+        for a in v["aggregates"].values():
+            assert a["ci95"][0] - 1e-9 <= a["value"] <= a["ci95"][1] + 1e-9
+    p = res["probability_of_improvement"]["matrix"]
+    assert p[0][0] is None and p[0][1]["value"] + p[1][0]["value"] == pytest.approx(1.0)
+    assert p[0][1]["ci95"][0] <= p[0][1]["value"] <= p[0][1]["ci95"][1]
+
+    # The same file again: nothing to do. An interrupted trial is resumed, the rest skipped.
+    assert set(run_compare(str(path), quiet=True)["trials"].values()) == {"skipped"}
+    summary_path = out / "trials" / "hidden-size-16-seed1" / "summary.json"
+    summary_path.write_text(json.dumps(dict(json.loads(summary_path.read_text()), interrupted=True)))
+    third = run_compare(str(path), quiet=True)["trials"]
+    assert third.pop("hidden-size-16-seed1") == "resumed" and set(third.values()) == {"skipped"}
+    assert json.loads(summary_path.read_text())["interrupted"] is False
+
+
+@pytest.mark.ray
+def test_pbt_copies_a_better_checkpoint(tmp_path, ray_local):
+    path = write_compare(tmp_path, matrix={}, seeds=[0, 1], evaluate={"episodes": 1},
+                         pbt={"enabled": True, "interval_frames": 200, "quantile": 0.5, "init_range": 1.0})
+    overrides = yaml.safe_load(path.read_text())
+    overrides["overrides"]["learner.optimizer.lr_schedule"] = "constant"
+    path.write_text(yaml.safe_dump(overrides))
+    result = run_compare(str(path), quiet=True)
+    assert set(result["trials"].values()) == {"trained"}
+    state = json.loads((Path(result["out"]) / "pbt.json").read_text())
+    (generation,) = state["generations"]  # 400 frames in segments of 200: one exploit/explore step
+    ((recipient, move),) = generation["moves"].items()
+    assert move["copied"] != recipient and state["hyperparams"][recipient] == move["hyperparams"]
+    assert json.loads((Path(result["out"]) / "results.json").read_text())["pbt"]["generations"]
