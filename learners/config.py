@@ -44,8 +44,8 @@ class RuntimeConfig:
     address: str = ""  # Ray address: "" = start a local instance, "auto" = join a running cluster
     runners_per_task: int = 0  # multitask: runners per task (0 = spread tasks over runners evenly)
     torch_threads: int = 1  # intra-op threads in each runner (1 runner = 1 CPU)
-    learner_threads: int = 0  # intra-op threads of a CPU learner (0 = torch's default: all cores)
-    learner_cpus: float = 1.0  # CPUs the learner actor reserves on its node
+    learner_threads: int = 0  # intra-op threads of a CPU learner (0 = as many as runtime.learner_cpus)
+    learner_cpus: float = 1.0  # CPUs the learner actor reserves on its node (raise it for a many-core CPU learner)
 
 
 @dataclass
