@@ -258,10 +258,10 @@ def validate(cfg: ExperimentConfig) -> None:
         if not ok:
             raise ConfigError(message)
     if L.name == "ppo":
-        envs = max(cfg.runtime.num_runners, 1) * cfg.runtime.envs_per_runner
-        if envs % L.minibatches:
+        n_envs = max(cfg.runtime.num_runners, 1) * cfg.runtime.envs_per_runner
+        if n_envs % L.minibatches:
             raise ConfigError(
-                f"PPO splits the {envs} envs (runtime.num_runners x runtime.envs_per_runner) into "
+                f"PPO splits the {n_envs} envs (runtime.num_runners x runtime.envs_per_runner) into "
                 f"learner.minibatches={L.minibatches} minibatches of whole sequences; make the env count divisible by it"
             )
     elif L.batch_size % cfg.runtime.envs_per_runner:

@@ -17,15 +17,11 @@ from __future__ import annotations
 
 import logging
 import os
-import signal
-import time
 from dataclasses import dataclass, field
 from typing import Any
 
 from envs.runner import EnvRunner
 from learners.learner import Learner
-from learners.logbook import EpisodeStats, Logbook
-from learners.run_dir import RunDir
 
 log = logging.getLogger("mira")
 

@@ -401,14 +401,10 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="mira")
-    add_parser(parser.add_subparsers(dest="command", required=True))
-    args = parser.parse_args(["compare", *(sys.argv[1:] if argv is None else argv)])
-    try:
-        return args.fn(args)
-    except ConfigError as e:
-        print(f"mira: error: {e}", file=sys.stderr)
-        return 2
+    """``python -m scripts.compare FILE ...`` = ``mira compare FILE ...``."""
+    from scripts.cli import main as mira
+
+    return mira(["compare", *(sys.argv[1:] if argv is None else argv)])
 
 
 if __name__ == "__main__":
