@@ -122,6 +122,7 @@ class Learner:
         metrics = {k: float(v) for k, v in metrics.items()}
         metrics.update(
             lr=self.lr(), policy_lag=float(np.mean(lags)), update_s=time.perf_counter() - start,
+            frames=float(self.frames),  # the driver's frame count (popped before logging)
         )
         for k, v in self.agent.diagnostics().items():
             v = v.detach().cpu().reshape(-1)

@@ -96,6 +96,7 @@ class Trainer:
         return refs
 
     def _absorb(self, metrics: dict) -> None:
+        self.frames = int(metrics.pop("frames"))
         for k, v in metrics.items():
             self.metrics_acc[k].append(v)
 
@@ -207,7 +208,6 @@ class Trainer:
                     self._absorb(get(update_ref))
                     update_ref, idle_since = None, time.time()
                     self.version += 1
-                    self.frames = get(call(self.learner, "state_counters"))["frames"]
                     self.weights = call(self.learner, "get_weights")
                     continue
                 index, traj = inflight.pop(ref)
@@ -223,7 +223,6 @@ class Trainer:
                 update_ref = call(self.learner, "update", *batch)
         if update_ref is not None:
             self._absorb(get(update_ref))
-            self.frames = get(call(self.learner, "state_counters"))["frames"]
         return False
 
     def _ppo_loop(self, flag) -> bool:
@@ -249,6 +248,5 @@ class Trainer:
             self._queue_wait += time.time() - gather_start  # the learner waits for the whole round
             self._absorb(get(call(self.learner, "update", *trajs)))
             self.version += 1
-            self.frames = get(call(self.learner, "state_counters"))["frames"]
             self.weights = call(self.learner, "get_weights")
         return False
