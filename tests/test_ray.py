@@ -49,7 +49,9 @@ def test_a_killed_runner_is_replaced_and_training_goes_on(cluster, small_cfg):
     victim = trainer.fleet.runners[0]
 
     def kill_soon():
-        time.sleep(3.0)
+        # Mid-run: once training is under way, and well before it can finish.
+        while trainer.frames < 300:
+            time.sleep(0.05)
         ray.kill(victim, no_restart=True)
 
     threading.Thread(target=kill_soon, daemon=True).start()
