@@ -20,6 +20,8 @@ is put back on the start cell facing the next cue. ``num_trials`` trials make an
 
 from __future__ import annotations
 
+import abc
+
 from minigrid.core.world_object import Box, Floor, Key
 
 from envs.lab.world import Cell, Grid, LabLevel, Target
@@ -34,7 +36,7 @@ PADS: dict[str, Cell] = {"left": (1, 2), "right": (3, 2)}
 UP = 3
 
 
-class PsychlabTrials(LabLevel):
+class PsychlabTrials(LabLevel, abc.ABC):
     """Base class: subclasses choose each trial's cue and correct side in ``_new_trial``."""
 
     def __init__(self, num_trials: int = 20, max_steps: int = 100, **kwargs):
@@ -58,9 +60,9 @@ class PsychlabTrials(LabLevel):
     def _start_episode(self) -> None:
         """Draw whatever the episode keeps fixed (a mapping, a stream of objects)."""
 
+    @abc.abstractmethod
     def _new_trial(self) -> tuple[str, str]:
         """Return the next cue ``(type, colour)`` and set ``self.answer`` to "left"/"right"."""
-        raise NotImplementedError
 
     def _on_pickup(self, obj, pos):
         return 0.0  # cues stay where they are
