@@ -47,3 +47,20 @@ def ray_local():
         ray.init(num_cpus=4, include_dashboard=False, log_to_driver=False)
     yield ray
     ray.shutdown()
+
+
+def random_batch(T: int, B: int, A: int, g) -> dict:
+    """A learner batch of random trajectory fields, [T + 1, B] (``g``: a torch.Generator)."""
+    import torch
+
+    return {
+        "action": torch.randint(0, A, (T + 1, B), generator=g),
+        "behaviour_logits": torch.randn(T + 1, B, A, generator=g),
+        "behaviour_value": torch.randn(T + 1, B, generator=g),
+        "reward": torch.randn(T + 1, B, generator=g),
+        "terminated": torch.rand(T + 1, B, generator=g) < 0.2,
+        "truncated": torch.zeros(T + 1, B, dtype=torch.bool),
+        "final_value": torch.zeros(T + 1, B),
+        "reset": torch.zeros(T + 1, B, dtype=torch.bool),
+        "task_id": torch.zeros(T + 1, B, dtype=torch.long),
+    }

@@ -7,20 +7,12 @@ from learners.config import LearnerConfig
 from learners.impala import impala_loss
 from learners.returns import vtrace
 from learners.terms import clip_rewards, step_targets
+from tests.conftest import random_batch
 
 
 def batch_and_output(T=5, B=4, A=3, seed=0):
     g = torch.Generator().manual_seed(seed)
-    batch = {
-        "action": torch.randint(0, A, (T + 1, B), generator=g),
-        "behaviour_logits": torch.randn(T + 1, B, A, generator=g),
-        "reward": torch.randn(T + 1, B, generator=g),
-        "terminated": torch.rand(T + 1, B, generator=g) < 0.2,
-        "truncated": torch.zeros(T + 1, B, dtype=torch.bool),
-        "final_value": torch.zeros(T + 1, B),
-        "reset": torch.zeros(T + 1, B, dtype=torch.bool),
-        "task_id": torch.zeros(T + 1, B, dtype=torch.long),
-    }
+    batch = random_batch(T, B, A, g)
     logits = torch.randn(T + 1, B, A, generator=g, requires_grad=True)
     value = torch.randn(T + 1, B, generator=g, requires_grad=True)
     return batch, AgentOutput(logits, value, value.unsqueeze(-1))

@@ -7,22 +7,13 @@ from agents.agent import AgentOutput
 from learners.config import LearnerConfig, load_config
 from learners.learner import Learner
 from learners.ppo import add_advantages, minibatches, ppo_loss
+from tests.conftest import random_batch
 
 
 def batch_and_output(T=4, B=6, A=3, seed=0):
     g = torch.Generator().manual_seed(seed)
-    logits = torch.randn(T + 1, B, A, generator=g)
-    batch = {
-        "action": torch.randint(0, A, (T + 1, B), generator=g),
-        "behaviour_logits": logits.clone(),
-        "behaviour_value": torch.randn(T + 1, B, generator=g),
-        "reward": torch.randn(T + 1, B, generator=g),
-        "terminated": torch.rand(T + 1, B, generator=g) < 0.2,
-        "truncated": torch.zeros(T + 1, B, dtype=torch.bool),
-        "final_value": torch.zeros(T + 1, B),
-        "reset": torch.zeros(T + 1, B, dtype=torch.bool),
-        "task_id": torch.zeros(T + 1, B, dtype=torch.long),
-    }
+    batch = random_batch(T, B, A, g)
+    logits = batch["behaviour_logits"]  # the learner's policy equals the behaviour policy: ratio 1
     batch = add_advantages(batch, LearnerConfig(reward_clip="none", lambda_=0.95))
     value = batch["behaviour_value"].clone()
     return batch, AgentOutput(logits.clone().requires_grad_(), value.requires_grad_(), value)
