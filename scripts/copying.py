@@ -12,7 +12,9 @@ The paper trains 600-unit models (RIMs: 6 x 100) with Adam at 1e-3 for 150 epoch
 The defaults here are CPU-sized and much smaller, about 10 minutes on 2 cores for the four
 default cores: width ``--hidden 120`` (RIMs: 6 x 20, 4 active), ``--steps 400`` Adam steps at
 1e-3 with batch ``--batch-size 64`` (about 1/100 of the paper's training), gradient-norm
-clipping at 1.0 (ours; the paper names none), one torch thread (``--threads``; on a shared
+clipping at 1.0 (ours; the paper names none), RIMs with one input-attention head and four
+communication heads (Appendix D.1: "For copy task, we used 1 head in input attention, and 4
+heads for RIMs communication"; ``--input-heads``), one torch thread (``--threads``; on a shared
 2-core machine two OpenMP threads per process were 20x slower). Expect these defaults to show
 whether a core starts to learn the task at all, not the paper's numbers.
 
@@ -22,6 +24,7 @@ whether a core starts to learn the task at all, not the paper's numbers.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import math
 import time
 
@@ -52,10 +55,13 @@ def copying_batch(batch: int, dormant: int, generator: torch.Generator) -> tuple
 class CopyModel(nn.Module):
     """Token embedding -> core -> linear readout to the 8 symbols."""
 
-    def __init__(self, core_name: str, hidden: int, embed: int):
+    def __init__(self, core_name: str, hidden: int, embed: int, input_heads: int = 1):
         super().__init__()
         self.embed = nn.Embedding(VOCAB, embed)
-        self.core = CORES[core_name](embed, **width_options(core_name, hidden))
+        options = width_options(core_name, hidden)
+        if any(f.name == "input_heads" for f in dataclasses.fields(CORES[core_name].Config)):
+            options["input_heads"] = input_heads  # RIMs: 1 for the copying task (Appendix D.1)
+        self.core = CORES[core_name](embed, **options)
         self.readout = nn.Linear(self.core.output_size, NUM_SYMBOLS)
 
     def forward(self, tokens: torch.Tensor) -> torch.Tensor:
@@ -91,7 +97,7 @@ def evaluate(model: CopyModel, dormant: int, sequences: int, batch: int, seed: i
 
 def train_core(name: str, args: argparse.Namespace) -> dict:
     torch.manual_seed(args.seed)
-    model = CopyModel(name, args.hidden, args.embed)
+    model = CopyModel(name, args.hidden, args.embed, args.input_heads)
     optimizer = torch.optim.Adam(model.parameters(), lr=args.lr)
     g = torch.Generator().manual_seed(args.seed)
     log_every = max(1, args.steps // 10)
@@ -139,6 +145,8 @@ def main(argv: list[str] | None = None) -> list[dict]:
     parser.add_argument("--steps", type=int, default=400, help="Adam steps per core (paper: 150 epochs)")
     parser.add_argument("--batch-size", type=int, default=64, help="sequences per step (paper, Table 3: 64)")
     parser.add_argument("--hidden", type=int, default=120, help="core width; RIMs: num_units * unit_size (paper: 600)")
+    parser.add_argument("--input-heads", type=int, default=1,
+                        help="input-attention heads of cores that have them (RIMs; Appendix D.1: 1)")
     parser.add_argument("--embed", type=int, default=32, help="token embedding width")
     parser.add_argument("--lr", type=float, default=1e-3, help="Adam learning rate (Appendix D.1)")
     parser.add_argument("--clip", type=float, default=1.0, help="gradient-norm clipping")
