@@ -2,7 +2,8 @@
 
 Each ``rollout`` call steps every env ``T`` times with the latest weights it was given
 and returns one ``Trajectory`` of ``[T + 1, B, ...]``; row 0 is the previous call's
-last row, so consecutive unrolls tile the experience stream without a gap. The runner
+last row, so consecutive unrolls tile the experience stream without a gap (with new
+weights, row 0's not yet executed action is sampled again from them). The runner
 knows nothing of learning (STYLE.md rule 6) and nothing of Ray: the orchestration wraps
 this class in a Ray actor; ``runtime.num_runners: 0`` uses it in-process.
 """
@@ -128,14 +129,19 @@ class EnvRunner:
 
     def rollout(self, weights: dict | None = None, version: int | None = None) -> Trajectory:
         """Step every env ``T`` times; returns the trajectory ``[T + 1, B]``."""
-        if weights is not None:
-            self.set_weights(weights, version if version is not None else self.version + 1)
-        # Row 0 is the last row of the previous unroll (already acted on); the very
-        # first unroll starts from the rows _start() filled.
+        # Row 0 is the last row of the previous unroll; the very first unroll starts from
+        # the rows _start() filled.
         if self._started:
             for arr in (*self.obs.values(), *self.buf.values()):
                 arr[0] = arr[self.T]
         self._started = True
+        if weights is not None:
+            self.set_weights(weights, version if version is not None else self.version + 1)
+            # Row 0 was acted on with the old weights, but its action has not reached the env
+            # yet: act again so that every row of this unroll (and the state carried into
+            # row 1) comes from the weights it is stamped with. PPO's lock-step batches are
+            # then exactly on-policy (ratio 1 before the first update).
+            self._act(0)
         initial_state = tuple(s.numpy().copy() for s in self.state_before)
         buf, episodes = self.buf, []
         for t in range(1, self.T + 1):

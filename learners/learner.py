@@ -44,6 +44,10 @@ class Learner:
         self.spec = spec
         self.device = resolve_device(self.lcfg.device)
         self.agent = Agent(cfg.agent, spec["obs_shapes"], spec["num_actions"], len(spec["tasks"])).to(self.device)
+        # The learner evaluates the policy in the actors' mode (eval, EnvRunner): importance
+        # ratios (V-trace, PPO) need the learner's pi to be the behaviour policy mu for the
+        # same weights, and train-mode dropout (RIMs' attention dropout) would make them differ.
+        self.agent.eval()
         self.optimizer = make_optimizer(self.agent.parameters(), self.lcfg.optimizer)
         self.popart = None
         if getattr(self.lcfg, "popart", False):
@@ -110,7 +114,6 @@ class Learner:
         else:
             from learners.impala import impala_loss
 
-            self.agent.train()
             out = self.forward(batch, state)
             loss, metrics = impala_loss(out, batch, self.lcfg, self.popart)
             metrics["grad_norm"] = self.step(loss)

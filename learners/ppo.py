@@ -97,7 +97,6 @@ def ppo_update(learner, batch: dict, state: tuple) -> dict:
     """Epochs of minibatch SGD on one lock-step batch; optional early stop on ``target_kl``."""
     cfg = learner.lcfg
     batch = add_advantages(batch, cfg, learner.popart)
-    learner.agent.train()
     history = collections.defaultdict(list)
     generator = torch.Generator().manual_seed(learner.cfg.run.seed * 7 + learner.version)
     stop = False

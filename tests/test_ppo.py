@@ -95,3 +95,40 @@ def test_ppo_presets(preset):
 
     cfg = load_config(Path(__file__).resolve().parents[1] / "configs" / f"{preset}.yaml")
     assert cfg.learner.name == "ppo"
+
+
+@pytest.mark.parametrize("core", ["lstm", "rims"])
+def test_lock_step_batches_are_on_policy_after_an_update(small_cfg, core):
+    """After an update the runner acts with the new weights on every row (row 0 included) and
+    the learner evaluates the policy in the runner's mode (no dropout): ratio 1, KL 0."""
+    from envs.runner import EnvRunner
+
+    cfg = small_cfg(**{"learner.name": "ppo", "learner.minibatches": 2, "learner.unroll_length": 8,
+                       "agent.core": core, "agent.core_options": "{}"})
+    runner = EnvRunner(cfg.env, cfg.agent, envs_per_runner=4, unroll_length=8)
+    learner = Learner(cfg, runner.spec())
+    learner.update(runner.rollout(learner.get_weights(), learner.version))
+    traj = runner.rollout(learner.get_weights(), learner.version)  # weights changed since row 0 was acted on
+    batch, state = learner.to_batch([traj])
+    with torch.no_grad():
+        out = learner.forward(batch, state)
+    torch.testing.assert_close(out.logits, batch["behaviour_logits"], atol=1e-5, rtol=1e-5)
+    _, m = ppo_loss(out, add_advantages(batch, cfg.learner), cfg.learner)
+    assert float(m["approx_kl"]) < 1e-7 and float(m["clip_frac"]) == 0.0
+
+
+def test_clipping_below_the_trust_region_with_negative_advantages():
+    batch, out = batch_and_output()
+    cfg = LearnerConfig(clip_eps=0.1, normalize_advantages=False, entropy_cost=0.0, baseline_cost=0.0)
+    # Push the taken actions' probability down a lot: ratio << 1 - eps.
+    lowered = out.logits.detach().clone()
+    lowered.scatter_add_(-1, batch["action"].unsqueeze(-1), torch.full_like(lowered[..., :1], -3.0))
+    logits = lowered.requires_grad_()
+    loss, m = ppo_loss(AgentOutput(logits, out.value, out.value), batch, cfg)
+    assert float(m["clip_frac"]) == 1.0
+    loss.backward()
+    T = batch["advantages"].shape[0]
+    neg = batch["advantages"] < 0
+    # Negative advantages with r < 1 - eps are clipped: no gradient from them; positive ones still push.
+    assert logits.grad[:T][neg].abs().sum() == 0
+    assert logits.grad[:T][~neg].abs().sum() > 0

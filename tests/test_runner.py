@@ -60,9 +60,9 @@ def test_weights_and_version():
     w = {k: torch.zeros_like(v) for k, v in r.agent.state_dict().items()}
     tr = r.rollout(w, 7)
     assert tr.policy_version == 7
-    # Row 0 was acted on before the new weights arrived (V-trace corrects for that);
-    # every later row uses them: zero weights give uniform logits.
-    np.testing.assert_allclose(tr.behaviour_logits[1:], 0.0)
+    # Every row, row 0 included, is acted on with the new weights: zero weights give
+    # uniform logits.
+    np.testing.assert_allclose(tr.behaviour_logits, 0.0)
 
 
 def test_same_seed_same_experience():
