@@ -4,12 +4,11 @@
 ``mira evaluate`` runs one per task on Ray runners in parallel, training runs one on the
 side when ``eval.every_frames`` is set. ``score_table`` turns episode returns into the
 per-task report and the aggregates with stratified-bootstrap confidence intervals
-(Agarwal et al. 2021), over a matrix ``[episodes, tasks]`` of normalised returns.
+(Agarwal et al. 2021), over a matrix ``[episodes, tasks]`` of normalised returns (the
+bootstrap resamples each task's episodes; the capped mean caps each task's mean).
 """
 
 from __future__ import annotations
-
-import math
 
 import numpy as np
 
@@ -23,7 +22,10 @@ class Evaluator:
                  max_envs: int = 8, seed: int = 10_000, torch_threads: int = 1):
         self.episodes = episodes
         self.envs = max(1, min(episodes, max_envs))
-        self.per_env = math.ceil(episodes / self.envs)
+        # Env i plays exactly per_env[i] episodes, together `episodes`: keeping the first
+        # `episodes` to finish of a larger number would favour short episodes.
+        base, extra = divmod(episodes, self.envs)
+        self.per_env = [base + (i < extra) for i in range(self.envs)]
         self.runners = {
             task: EnvRunner(env_cfg, agent_cfg, runner_id=task, envs_per_runner=self.envs, unroll_length=1,
                             seed=seed + task, tasks=[task] * self.envs, torch_threads=torch_threads)
@@ -35,7 +37,7 @@ class Evaluator:
         out = {}
         for task, runner in self.runners.items():
             eps = runner.run_episodes(self.per_env, weights)
-            out[task] = [ret for _, ret, _ in eps][: self.episodes]
+            out[task] = [ret for _, ret, _ in eps]
         return out
 
 
@@ -64,7 +66,10 @@ def score_table(returns: dict[str, list[float]], score_suite: str, reps: int = 2
         matrix = np.array([returns[t][:n] for t in tasks], dtype=float).T
     aggregates = {"median": st.median, "mean": st.mean, "iqm": st.iqm}
     if has_ref:
-        aggregates["capped_mean"] = st.capped_mean
+        # Rows are episodes, not runs: DMLab-30's cap applies to a level's mean score, so
+        # average each task's episodes first (capping single episodes would drag a level
+        # whose mean is above 100 below it).
+        aggregates["capped_mean"] = lambda m: st.capped_mean(m.mean(axis=0, keepdims=True))
     for name, fn in aggregates.items():
         ci = st.stratified_bootstrap_ci(matrix, fn, reps=reps, seed=seed)
         result["aggregates"][name] = {"value": float(ci.estimate), "ci95": [float(ci.low), float(ci.high)]}

@@ -187,11 +187,12 @@ class EnvRunner:
         return traj, {"episodes": traj.episodes, "version": traj.policy_version, "steps": self.T * self.B}
 
     @torch.inference_mode()
-    def run_episodes(self, episodes_per_env: int, weights: dict | None = None) -> list[tuple[int, float, int]]:
+    def run_episodes(self, episodes_per_env: int | list[int], weights: dict | None = None) -> list[tuple[int, float, int]]:
         """Evaluation: fresh episodes, agent in eval mode, no trajectories kept.
 
-        Every env plays exactly ``episodes_per_env`` whole episodes (counting the first
-        episodes to finish across envs would favour short ones). The task ID reaches the
+        Every env plays exactly ``episodes_per_env`` whole episodes (one count for all, or
+        one per env; counting the first episodes to finish across envs would favour short
+        ones). The task ID reaches the
         agent only if its head reads it. Returns (task, return, length) per episode.
         Leaves the training stream restarted (fresh episodes) afterwards.
         """
@@ -199,10 +200,11 @@ class EnvRunner:
             self.agent.load_state_dict(weights)
         self.agent.eval()
         reads_task = self.agent.reads_task_id
+        target = np.broadcast_to(np.asarray(episodes_per_env, dtype=int), (self.B,))
         done_count = np.zeros(self.B, dtype=int)
         results: list[tuple[int, float, int]] = []
         self._start()
-        while (done_count < episodes_per_env).any():
+        while (done_count < target).any():
             rows = self._inputs(0)
             if not reads_task:
                 rows.pop("task_id")
@@ -210,7 +212,7 @@ class EnvRunner:
             actions = torch.multinomial(torch.softmax(out.logits[0], -1), 1, generator=self.generator)[:, 0].numpy()
             for i, env in enumerate(self.envs):
                 obs, reward, terminated, truncated, info = env.step(int(actions[i]))
-                if "episode" in info and done_count[i] < episodes_per_env:
+                if "episode" in info and done_count[i] < target[i]:
                     results.append((int(self.tasks[i]), float(info["episode"]["r"]), int(info["episode"]["l"])))
                     done_count[i] += 1
                 new_episode = terminated or truncated

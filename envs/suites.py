@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Callable, Optional
 
 import gymnasium as gym
 from gymnasium.wrappers import RecordEpisodeStatistics
@@ -31,6 +31,7 @@ class EnvConfig:
     episodic_life: bool = False  # Atari: a life loss ends the learning episode (PPO preset)
     max_episode_frames: int = 108_000  # Atari episode cap in emulator frames (30 min of play)
     frame_stack: int = 4  # Atari: frames stacked into one observation
+    full_action_space: Optional[bool] = None  # Atari: force the 18-action set on/off (None: the protocol's; multitask: on)
 
 
 @dataclass
@@ -78,12 +79,37 @@ def minigrid_suite(cfg: EnvConfig) -> SuiteSpec:
 @ENVS.register("atari")
 def atari_suite(cfg: EnvConfig) -> SuiteSpec:
     games = list(cfg.games) or [cfg.game]
-    full = True if len(games) > 1 else None  # one action space for all games
+    full = True if len(games) > 1 else cfg.full_action_space  # one action space for all games
     make = functools.partial(_make_atari, cfg, games, full)
     probe = make(0, 0)
     n = probe.action_space.n
     probe.close()
     return SuiteSpec(games, make, int(n), "atari", frames_per_step=4)
+
+
+def check_task_ids(cfg: EnvConfig) -> None:
+    """Raise ``KeyError`` naming close valid ids when a MiniGrid level or an Atari game is not
+    registered with gymnasium (no env is built, so this is cheap enough for config validation)."""
+    import difflib
+
+    if cfg.suite == "minigrid":
+        import minigrid  # noqa: F401  (registers MiniGrid-* and BabyAI-*)
+
+        key, names, gym_id = ("env.levels" if cfg.levels else "env.level"), list(cfg.levels) or [cfg.level], "{}"
+        valid = sorted(k for k in gym.registry if k.startswith(("MiniGrid-", "BabyAI-")))
+    elif cfg.suite == "atari":
+        import ale_py
+
+        gym.register_envs(ale_py)
+        key, names, gym_id = ("env.games" if cfg.games else "env.game"), list(cfg.games) or [cfg.game], "ALE/{}-v5"
+        valid = sorted(k[4:-3] for k in gym.registry if k.startswith("ALE/") and k.endswith("-v5"))
+    else:
+        return
+    for name in names:
+        if gym_id.format(name) not in gym.registry:
+            close = difflib.get_close_matches(name, valid, n=5, cutoff=0.5)
+            hint = f"did you mean {', '.join(close)}?" if close else f"valid ids include {', '.join(valid[:8])}, ..."
+            raise KeyError(f"{key}: unknown {cfg.suite} id {name!r}; {hint}")
 
 
 def build_suite(cfg: EnvConfig) -> SuiteSpec:

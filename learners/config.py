@@ -230,10 +230,11 @@ def validate(cfg: ExperimentConfig) -> None:
     from agents.heads import HEADS
     from agents.torsos import TORSOS
     import envs  # noqa: F401  (registers every suite)
-    from envs.suites import ENVS
+    from envs.suites import ENVS, check_task_ids
 
     try:
         ENVS.get(cfg.env.suite)
+        check_task_ids(cfg.env)
         a = cfg.agent
         a.torso_options = _resolve_options(TORSOS, a.torso, a.torso_options, "agent.torso_options")
         a.core_options = _resolve_options(CORES, a.core, a.core_options, "agent.core_options")
@@ -257,6 +258,7 @@ def validate(cfg: ExperimentConfig) -> None:
     for ok, message in checks:
         if not ok:
             raise ConfigError(message)
+    _check_task_dealing(cfg)
     if L.name == "ppo":
         n_envs = max(cfg.runtime.num_runners, 1) * cfg.runtime.envs_per_runner
         if n_envs % L.minibatches:
@@ -268,6 +270,41 @@ def validate(cfg: ExperimentConfig) -> None:
         raise ConfigError(
             f"IMPALA batches whole runner trajectories: learner.batch_size={L.batch_size} must be a multiple of "
             f"runtime.envs_per_runner={cfg.runtime.envs_per_runner}"
+        )
+
+
+def _check_task_dealing(cfg: ExperimentConfig) -> None:
+    """Multitask runs play every task with the same number of envs (envs.runner.assign_tasks)."""
+    env, rt = cfg.env, cfg.runtime
+    if env.suite == "minigrid":
+        tasks = len(env.levels) or 1
+    elif env.suite == "atari":
+        tasks = len(env.games) or 1
+    else:
+        from envs.suites import build_suite
+
+        tasks = len(build_suite(env).tasks)  # the lab suites build no env here
+    if env.suite == "atari" and tasks > 1 and env.full_action_space is False:
+        raise ConfigError("env.full_action_space=false: multitask Atari needs one action set for all games")
+    if tasks == 1:
+        return
+    runners = max(rt.num_runners, 1)
+    if rt.runners_per_task > 0:
+        if rt.num_runners != rt.runners_per_task * tasks:
+            raise ConfigError(
+                f"runtime.runners_per_task={rt.runners_per_task} x {tasks} tasks needs runtime.num_runners="
+                f"{rt.runners_per_task * tasks}, got {rt.num_runners}; change one, or set runners_per_task=0 "
+                "to deal the tasks over the runners"
+            )
+    elif runners >= tasks and runners % tasks:
+        raise ConfigError(
+            f"{runners} runners cannot play {tasks} tasks equally (each runner plays one task); make "
+            f"runtime.num_runners a multiple of {tasks} or use runtime.runners_per_task"
+        )
+    elif runners < tasks and (runners * rt.envs_per_runner) % tasks:
+        raise ConfigError(
+            f"{runners} runner(s) x {rt.envs_per_runner} envs cannot play {tasks} tasks equally (tasks are dealt "
+            f"env by env); make runtime.num_runners x runtime.envs_per_runner a multiple of {tasks}"
         )
 
 

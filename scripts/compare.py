@@ -6,7 +6,8 @@ A compare file (``configs/compare_*.yaml``)::
     base: configs/impala_lab6.yaml    # training config (relative to this file, else to the cwd)
     overrides: {run.total_frames: 2e5}   # every trial (dotted keys or nested mappings)
     matrix: {agent.head: [linear, multiplicative]}   # the cartesian product = the variants
-    seeds: [0, 1, 2]                  # run.seed; a trial = one variant x one seed
+    seeds: [0, 1, 2]                  # run.seed; a trial = one variant x one seed (a matrix
+                                      # key run.seed means the same)
     evaluate: {episodes: 10}          # final evaluation of each trial's last checkpoint
     resources: {cpus_per_trial: 1}
     pbt: {enabled: false}             # population-based training: scripts/pbt.py
@@ -144,7 +145,15 @@ def load_spec(path: str | Path, out: str | None = None) -> tuple[CompareSpec, li
     path = Path(path)
     if not path.is_file():
         raise ConfigError(f"compare file {str(path)!r} does not exist")
-    spec = from_dict(CompareSpec, yaml.safe_load(path.read_text()) or {})
+    raw = yaml.safe_load(path.read_text()) or {}
+    spec = from_dict(CompareSpec, raw)
+    if "run.seed" in _flatten(spec.overrides):
+        raise ConfigError("overrides.run.seed would be replaced by each trial's seed; list the seeds in `seeds:`")
+    if "run.seed" in spec.matrix:  # a seed axis in the matrix is the seeds list, not a variant axis
+        seeds = spec.matrix.pop("run.seed")
+        if "seeds" in raw and raw["seeds"] != seeds:
+            raise ConfigError(f"seeds are given twice: matrix.run.seed {seeds} and seeds {raw['seeds']}; keep one")
+        spec.seeds = seeds
     name = spec.name or path.stem
     out = Path(out or spec.out or Path("runs") / "compare" / name).resolve()
     if spec.aggregate not in AGGREGATES:

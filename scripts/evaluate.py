@@ -58,9 +58,15 @@ def evaluate_checkpoint(path: str, episodes: int = 10, tasks: list[str] | None =
     ckpt, out_dir = locate(path)
     state = RunDir.load_checkpoint(ckpt)
     overrides = list(overrides or [])
-    if protocol:
-        overrides.append(f"env.protocol={protocol}")
     cfg = load_run_config(ckpt, state, overrides)
+    if protocol and cfg.env.suite == "atari":
+        # The protocols differ in action sets too (dqn: minimal, machado: full); the agent
+        # keeps the one it was trained with, so only sticky actions and no-op starts change.
+        trained_actions = build_suite(cfg.env).num_actions
+        overrides += [f"env.protocol={protocol}", f"env.full_action_space={str(trained_actions == 18).lower()}"]
+        cfg = load_run_config(ckpt, state, overrides)
+    elif protocol:
+        raise ConfigError(f"--protocol applies to Atari runs; this run's env suite is {cfg.env.suite!r}")
     suite = build_suite(cfg.env)
     names = tasks or suite.tasks
     unknown = [t for t in names if t not in suite.tasks]

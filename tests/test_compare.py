@@ -56,6 +56,23 @@ def test_dry_run_lists_trials_and_their_run_dirs(tmp_path, capsys):
     assert trials[0].dir == out / "trials" / "hidden-size-16-seed0" and not out.exists()
 
 
+def test_a_seed_axis_in_the_matrix_is_the_seeds_list(tmp_path):
+    """The issue's own example puts ``run.seed: [0, 1, 2]`` in the matrix: seeds, not variants."""
+    data = yaml.safe_load(write_compare(tmp_path).read_text())
+    data.pop("seeds")
+    data["matrix"]["run.seed"] = [3, 4, 5]
+    path = tmp_path / "seed_matrix.yaml"
+    path.write_text(yaml.safe_dump(data))
+    spec, trials, _ = load_spec(path)
+    assert spec.seeds == [3, 4, 5] and "run.seed" not in spec.matrix
+    assert sorted({t.variant for t in trials}) == ["hidden-size-16", "hidden-size-32"]
+    assert [t.cfg.run.seed for t in trials] == [3, 4, 5, 3, 4, 5]
+    with pytest.raises(ConfigError, match="seeds are given twice"):
+        load_spec(write_compare(tmp_path, matrix={"run.seed": [7, 8]}))
+    with pytest.raises(ConfigError, match="overrides.run.seed"):
+        load_spec(write_compare(tmp_path, overrides={"run.seed": 3}))
+
+
 def test_pbt_exploit_explore_and_its_checks(tmp_path):
     population = [("a", 0.1, {"lr": 1.0}), ("b", 0.9, {"lr": 2.0}), ("c", None, {"lr": 3.0}), ("d", 0.5, {"lr": 4.0})]
     moves = exploit_explore(population, quantile=0.25, perturb=[0.5, 2.0], rng=np.random.default_rng(0))

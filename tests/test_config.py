@@ -41,11 +41,19 @@ def test_core_options_are_filled_and_typed():
         ("agent.core_options.hidden=3", ["agent.core_options.hidden", "hidden_size"]),
         ("learner.name=a2c", ["learner.name", "impala or ppo"]),
         ("learner.batch_size=30", ["multiple of", "envs_per_runner"]),
+        ("env.level=MiniGrid-Emty-5x5-v0", ["env.level", "unknown minigrid id", "MiniGrid-Empty-5x5-v0"]),
+        ("env.suite=atari;env.game=Pongg", ["env.game", "unknown atari id 'Pongg'", "Pong"]),
+        ("env.suite=atari;env.games=[Pong,Breakot]", ["env.games", "'Breakot'", "Breakout"]),
+        ("env.suite=lab6;runtime.num_runners=4;runtime.runners_per_task=1", ["runners_per_task=1", "num_runners=6"]),
+        ("env.suite=lab6;runtime.num_runners=8", ["8 runners", "6 tasks", "multiple of 6"]),
+        ("env.suite=lab6;runtime.num_runners=0;runtime.envs_per_runner=4;learner.batch_size=4",
+         ["4 envs", "multiple of 6"]),
+        ("env.suite=atari;env.games=[Pong,Breakout];env.full_action_space=false", ["one action set"]),
     ],
 )
 def test_bad_input_names_the_key(override, words):
     with pytest.raises(ConfigError) as e:
-        load_config(None, [override])
+        load_config(None, override.split(";"))
     for w in words:
         assert w in str(e.value)
 

@@ -35,6 +35,8 @@ def test_evaluate_errors(tiny_run, tmp_path, capsys):
     assert main(["evaluate", str(tmp_path / "nothing")]) == 2
     assert main(["evaluate", tiny_run.run.dir, "--tasks", "Pong", "--num-runners", "0"]) == 2
     assert "this run's tasks" in capsys.readouterr().err
+    assert main(["evaluate", tiny_run.run.dir, "--protocol", "machado", "--num-runners", "0"]) == 2
+    assert "applies to Atari" in capsys.readouterr().err
 
 
 def test_periodic_evaluation_is_logged(tiny_run):
@@ -54,3 +56,40 @@ def test_atari_scores_are_human_normalised():
     assert result["tasks"]["Breakout"]["normalized_score"] == pytest.approx(0.0)
     assert result["aggregates"]["mean"]["value"] == pytest.approx(50.0)
     assert result["aggregates"]["capped_mean"]["value"] == pytest.approx(50.0)
+
+
+def test_capped_mean_caps_each_task_mean_not_each_episode():
+    from envs.evaluation import score_table
+
+    # Pong: episodes at 200.3 and 0.0 (mean 100.1 >= 100); Breakout at 0. DMLab-30's cap is
+    # min(level mean, 100): (100 + 0) / 2 = 50. Capping episodes first would give 25.
+    result = score_table({"Pong": [50.0, -20.7], "Breakout": [1.7, 1.7]}, "atari", reps=50)
+    assert result["tasks"]["Pong"]["normalized_score"] == pytest.approx(100.14, abs=0.01)
+    assert result["aggregates"]["capped_mean"]["value"] == pytest.approx(50.0)
+
+
+def test_evaluator_plays_exactly_the_asked_episodes_spread_over_envs(small_cfg):
+    from envs.evaluation import Evaluator
+
+    cfg = small_cfg()
+    ev = Evaluator(cfg.env, cfg.agent, tasks=[0], episodes=5, max_envs=4)
+    assert ev.per_env == [2, 1, 1, 1]
+    runner = ev.runners[0]
+    episodes = runner.run_episodes(ev.per_env, runner.agent.state_dict())
+    assert len(episodes) == 5
+    assert len(ev.evaluate(runner.agent.state_dict())[0]) == 5
+
+
+def test_evaluating_under_another_atari_protocol_keeps_the_trained_action_set(tmp_path):
+    """A dqn-protocol Pong agent has Pong's 6 minimal actions; --protocol machado evaluates it
+    with sticky actions but must not hand it the 18-action set (the head has 6 outputs)."""
+    from learners.config import load_config
+    from scripts.evaluate import evaluate_checkpoint
+    from tests.conftest import small_overrides
+
+    overrides = [o for o in small_overrides(tmp_path) if not o.startswith("env.level=")]
+    cfg = load_config(None, overrides + ["env.suite=atari", "env.game=Pong", "env.max_episode_frames=400",
+                                         "run.total_frames=160"])
+    Trainer(cfg, RunDir.create(cfg, None), quiet=True).train()
+    result = evaluate_checkpoint(cfg.run.dir, episodes=1, protocol="machado", num_runners=0, quiet=True)
+    assert result["protocol"] == "machado" and result["tasks"]["Pong"]["episodes"] == 1
