@@ -87,6 +87,16 @@ def runner_failed(error: BaseException) -> bool:
         return False
 
 
+def data_lost(error: BaseException) -> bool:
+    """True for an error that says a task's input object is gone (its node died): the
+    learner's update then fails with ``ObjectLostError`` (or a subclass), maybe wrapped."""
+    try:
+        from ray.exceptions import ObjectLostError
+    except ImportError:
+        return False
+    return isinstance(error, ObjectLostError) or isinstance(getattr(error, "cause", None), ObjectLostError)
+
+
 # ---------------------------------------------------------------- cluster set-up
 
 

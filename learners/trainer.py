@@ -8,14 +8,17 @@ schedule and a resumed run agree on them); ``frames = T x batch x frame skip`` p
 from __future__ import annotations
 
 import collections
+import logging
 import signal
 import time
 
 import numpy as np
 
 from learners.logbook import EpisodeStats, Logbook
-from learners.orchestration import Fleet, call, connect, get, runner_failed, wait_one
+from learners.orchestration import Fleet, call, connect, data_lost, get, runner_failed, wait_one
 from learners.run_dir import RunDir
+
+log = logging.getLogger("mira")
 
 
 class StopFlag:
@@ -191,13 +194,31 @@ class Trainer:
             self._last_ckpt = now
         return flag.stop
 
+    def _update_done(self, update_ref, unrolls: int) -> bool:
+        """Absorb a finished update; False (and ``unrolls`` counted as lost) if its data
+        was lost with a node, which is logged and survived like a dead runner."""
+        try:
+            self._absorb(get(update_ref))
+            return True
+        except Exception as e:  # noqa: BLE001
+            if not data_lost(e):
+                raise
+            self.lost_unrolls += unrolls
+            log.warning("an update's %d unroll(s) were lost with their node (%s); skipping them", unrolls, type(e).__name__)
+            return False
+
     def _impala_loop(self, flag) -> bool:
         per_update = self.cfg.learner.batch_size // self.cfg.runtime.envs_per_runner
+        # Backpressure: a runner that returns while this many unrolls wait for the learner is
+        # parked until an update takes a batch, so a slow learner bounds the object store's
+        # load and the policy lag instead of letting both grow.
+        max_queued = 2 * per_update
         inflight = {}  # info ref -> (runner index, trajectory ref)
         for i in range(len(self.fleet.runners)):
             traj, info = self._send(i)
             inflight[info] = (i, traj)
         queue: collections.deque = collections.deque()
+        parked: list[int] = []
         update_ref, idle_since = None, time.time()
         while self.frames < self.cfg.run.total_frames:
             if self._periodic(flag):
@@ -205,24 +226,31 @@ class Trainer:
             waiting = list(inflight) + ([update_ref] if update_ref is not None else [])
             for ref in wait_one(waiting):
                 if ref is update_ref:
-                    self._absorb(get(update_ref))
+                    if self._update_done(update_ref, per_update):
+                        self.version += 1
+                        self.weights = call(self.learner, "get_weights")
                     update_ref, idle_since = None, time.time()
-                    self.version += 1
-                    self.weights = call(self.learner, "get_weights")
                     continue
                 index, traj = inflight.pop(ref)
                 info = self._collect(index, ref)
                 if info is not None:
                     self.stats.add(info["episodes"])
                     queue.append(traj)
-                new_traj, new_info = self._send(index)
-                inflight[new_info] = (index, new_traj)
+                if len(queue) >= max_queued:
+                    parked.append(index)
+                else:
+                    new_traj, new_info = self._send(index)
+                    inflight[new_info] = (index, new_traj)
             if update_ref is None and len(queue) >= per_update:
                 self._queue_wait += time.time() - idle_since
                 batch = [queue.popleft() for _ in range(per_update)]
                 update_ref = call(self.learner, "update", *batch)
+                while parked and len(queue) < max_queued:
+                    index = parked.pop()
+                    new_traj, new_info = self._send(index)
+                    inflight[new_info] = (index, new_traj)
         if update_ref is not None:
-            self._absorb(get(update_ref))
+            self._update_done(update_ref, per_update)
         return False
 
     def _ppo_loop(self, flag) -> bool:
@@ -246,7 +274,7 @@ class Trainer:
                     self.stats.add(info["episodes"])
                     trajs[index] = traj
             self._queue_wait += time.time() - gather_start  # the learner waits for the whole round
-            self._absorb(get(call(self.learner, "update", *trajs)))
-            self.version += 1
-            self.weights = call(self.learner, "get_weights")
+            if self._update_done(call(self.learner, "update", *trajs), n):
+                self.version += 1
+                self.weights = call(self.learner, "get_weights")
         return False

@@ -66,3 +66,25 @@ def test_ppo_lock_step_has_zero_policy_lag(cluster, small_cfg):
     cfg = small_cfg(**{"runtime.num_runners": 2, "learner.name": "ppo", "learner.minibatches": 2, "run.total_frames": 300})
     summary = Trainer(cfg, RunDir.create(cfg, None), quiet=True).train()
     assert summary["final_metrics"]["policy_lag"] == 0.0
+
+
+def test_a_lost_node_costs_its_unrolls_not_the_run(cluster, small_cfg):
+    """Remove a worker node mid-run: its runner is replaced on the remaining nodes, unrolls
+    that lived in its object store are counted as lost, and training reaches its budget."""
+    node = cluster.add_node(num_cpus=2)
+    cluster.wait_for_nodes()
+    cfg = small_cfg(**{"runtime.num_runners": 3, "run.total_frames": 4000})
+    trainer = Trainer(cfg, RunDir.create(cfg, None), quiet=True)
+    doomed = {i for i, r in enumerate(trainer.fleet.runners) if node_of(r) == node.node_id}
+    assert doomed, "SPREAD should put a runner on the new node"
+    assert ray.get(trainer.learner.__ray_call__.remote(lambda self: ray.get_runtime_context().get_node_id())) != node.node_id
+
+    def remove_soon():
+        while trainer.frames < 400:
+            time.sleep(0.05)
+        cluster.remove_node(node)
+
+    threading.Thread(target=remove_soon, daemon=True).start()
+    summary = trainer.train()
+    assert summary["lost_unrolls"] >= 1 and summary["frames"] >= 4000
+    assert all(node_of(trainer.fleet.runners[i]) != node.node_id for i in doomed)
