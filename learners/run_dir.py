@@ -63,6 +63,18 @@ class RunDir:
     def load_config(self, overrides: list[str] | None = None) -> ExperimentConfig:
         return load_config(self.path / "config.yaml", overrides)
 
+    def resume_config(self, overrides: list[str] | None = None) -> ExperimentConfig:
+        """The run's config with ``overrides``, written back to ``config.yaml`` (and the
+        overrides recorded in ``meta.json``) so a later plain ``--resume`` keeps them."""
+        cfg = self.load_config(overrides)
+        if overrides:
+            save_config(cfg, self.path / "config.yaml")
+            meta_path = self.path / "meta.json"
+            meta = json.loads(meta_path.read_text()) if meta_path.is_file() else {}
+            meta.setdefault("resumes", []).append({"overrides": list(overrides), "time": time.time()})
+            meta_path.write_text(json.dumps(meta, indent=2))
+        return cfg
+
     # ------------------------------------------------------------------ checkpoints
 
     def checkpoint_paths(self) -> list[Path]:

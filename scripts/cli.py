@@ -25,7 +25,7 @@ def _train(args) -> int:
         run = RunDir.open(args.resume)
         if args.config:
             args.overrides.insert(0, args.config)  # `mira train --resume DIR key=value`
-        cfg = run.load_config(args.overrides)
+        cfg = run.resume_config(args.overrides)
         ckpt = run.latest_checkpoint()
         if ckpt is None:
             raise ConfigError(f"cannot resume: {args.resume} has no checkpoint in checkpoints/")

@@ -100,6 +100,9 @@ def test_ctrl_c_writes_a_checkpoint_and_resume_continues(tmp_path):
                          cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr
     assert json.loads((run / "summary.json").read_text())["frames"] >= frames + 200
+    # The new budget is the run's config now: a later plain --resume keeps it.
+    assert RunDir(run).load_config().run.total_frames == frames + 200
+    assert json.loads((run / "meta.json").read_text())["resumes"][0]["overrides"] == [f"run.total_frames={frames + 200}"]
 
 
 @pytest.mark.parametrize("learner", ["impala", "ppo"])
