@@ -71,7 +71,7 @@ class Logbook:
 
     def episodes(self, stats: EpisodeStats, frames: int) -> None:
         for task, ret, length in stats.fresh:
-            name = self.tasks[task] if len(self.tasks) > 1 else "all"
+            name = self.tasks[task]  # the level or game, also for a single-task run
             self.writer.add_scalar(f"episode_return/{name}", ret, frames)
             self.writer.add_scalar(f"episode_length/{name}", length, frames)
             if self.normalize is not None:

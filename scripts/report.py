@@ -8,8 +8,10 @@ normalised) with stratified bootstrap 95% CIs (seeds resampled per task), and ev
 of variants the probability of improvement P(row > column) with its CI.
 
 Learning curves are the training return (TensorBoard tag ``episode_return_mean100``, the
-mean of the last 100 episodes) of each trial, interpolated onto a common frame grid; the
-band is a 95% percentile bootstrap over seeds of the mean at each grid point.
+mean of the last 100 episodes) of each trial or, when scores are normalised, the capped mean
+of the per-task normalised training scores (``normalized_score_capped_mean``), interpolated
+onto a common frame grid; the band is a 95% percentile bootstrap over seeds of the mean at
+each grid point.
 """
 
 from __future__ import annotations
@@ -179,7 +181,7 @@ def markdown(res: dict) -> str:
     return "\n".join(lines)
 
 
-def plot(out: Path, res: dict, curves: dict) -> None:
+def plot(out: Path, res: dict, curves: dict, curve_label: str) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -196,7 +198,7 @@ def plot(out: Path, res: dict, curves: dict) -> None:
         c = colors[i % len(colors)]
         ax.plot(grid, mean, color=c, label=f"{variants[name]['label']} ({len(cs)} seeds)")
         ax.fill_between(grid, low, high, color=c, alpha=0.2, linewidth=0)
-    ax.set(xlabel="environment frames", ylabel="training episode return (mean of last 100 episodes)",
+    ax.set(xlabel="environment frames", ylabel=curve_label,
            title=f"{res['name']}: learning curves (mean over seeds, 95% bootstrap CI)")
     ax.grid(alpha=0.3)
     ax.legend(loc="best", fontsize=9)
@@ -253,8 +255,13 @@ def write_report(out: Path, spec, trials, failed: dict, target_frames: int) -> d
     res = collect(out, spec, trials, failed, target_frames)
     (out / "results.json").write_text(json.dumps(res, indent=2))
     (out / "report.md").write_text(markdown(res))
+    # Multitask returns are on per-level scales (Watermaze up to 33, most levels about 1), so
+    # with a score table the curves show the capped mean of the normalised scores instead.
+    normalised = res["score_key"] == "normalized_score"
+    tag, ylabel = (("normalized_score_capped_mean", f"training {res['score']}: capped mean over tasks (last 100 episodes)")
+                   if normalised else ("episode_return_mean100", "training episode return (mean of last 100 episodes)"))
     curves: dict = {}
     for t in trials:
-        curves.setdefault(t.variant, []).append(learning_curve(t.dir))
-    plot(out, res, curves)
+        curves.setdefault(t.variant, []).append(learning_curve(t.dir, tag))
+    plot(out, res, curves, ylabel)
     return res

@@ -15,9 +15,9 @@ OBS = {"pixels": (3, 56, 56), "instruction": (32,)}
 A, TASKS = 5, 3
 
 
-def make_agent(core, head, seed=0):
+def make_agent(core, head, seed=0, **core_options):
     torch.manual_seed(seed)
-    core_opts = to_dict(CORES.get(core).Config())
+    core_opts = {**to_dict(CORES.get(core).Config()), **core_options}
     for key in ("hidden_size",):
         if key in core_opts:
             core_opts[key] = 32
@@ -44,23 +44,42 @@ def inputs(T, B, seed=1):
 COMBOS = list(itertools.product(CORES.names(), HEADS.names()))
 
 
-@pytest.mark.parametrize("core, head", COMBOS)
-def test_shapes_and_stepping_equals_unrolling(core, head):
-    agent = make_agent(core, head)
-    T, B = 6, 3
-    x = inputs(T, B)
-    x["reset"][3, 1] = True
+def check_stepping_equals_unrolling(agent, x):
+    """One T-step forward equals T forwards of one step each (logits and final state)."""
+    T, B = x["reset"].shape
     with torch.no_grad():
         out, state = agent(x, agent.initial_state(B))
-        assert out.logits.shape == (T, B, A) and out.value.shape == (T, B)
-        s = agent.initial_state(B)
-        steps = []
+        s, steps = agent.initial_state(B), []
         for t in range(T):
             o, s = agent({k: v[t : t + 1] for k, v in x.items()}, s)
             steps.append(o.logits)
+    assert out.logits.shape == (T, B, A) and out.value.shape == (T, B)
     torch.testing.assert_close(torch.cat(steps), out.logits, atol=1e-5, rtol=1e-5)
     for a, b in zip(s, state):
         torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("head", HEADS.names())
+def test_rims_reads_the_torso_as_a_spatial_set(head):
+    """input_set: spatial presents the conv torso's positions to input attention (section 2.2)."""
+    agent = make_agent("rims", head, input_set="spatial")
+    T, B = 4, 2
+    x = inputs(T, B)
+    x["reset"][2, 0] = True
+    seen = []
+    hook = agent.core.register_forward_pre_hook(lambda module, args: seen.append(args[0].shape))
+    with torch.no_grad():
+        agent(x, agent.initial_state(B))
+    hook.remove()
+    assert len(seen[0]) == 4 and seen[0][:2] == (T, B) and seen[0][2] > 1  # [T, B, positions, D]
+    check_stepping_equals_unrolling(agent, x)
+
+
+@pytest.mark.parametrize("core, head", COMBOS)
+def test_shapes_and_stepping_equals_unrolling(core, head):
+    x = inputs(6, 3)
+    x["reset"][3, 1] = True
+    check_stepping_equals_unrolling(make_agent(core, head), x)
 
 
 @pytest.mark.parametrize("core, head", COMBOS)

@@ -158,6 +158,22 @@ def test_rims_exactly_k_active_units_change(cell, k_active):
         state = new
 
 
+@pytest.mark.parametrize("cell", ["lstm", "gru"])
+def test_gradients_flow_through_inactive_rims(cell):
+    """Section 2.3: an inactive RIM keeps its state and "the gradient still flows through" it:
+    d h_{t+1,k} / d h_{t,k} is the identity for an inactive k (a detached copy would give 0)."""
+    core = make("rims", cell=cell, num_units=6, k_active=2).eval()
+    B = 5
+    h0 = random_state(core, B)[0].requires_grad_()
+    state = (h0, *random_state(core, B)[1:])
+    _, new = core(torch.randn(1, B, D), state, no_reset(1, B))
+    inactive = ~changed_units(state, new)
+    assert inactive.any()
+    new[0][inactive].sum().backward()
+    torch.testing.assert_close(h0.grad[inactive], torch.ones_like(h0.grad[inactive]))
+    assert (h0.grad[~inactive] == 0).all()  # active RIMs' new state was not in the sum
+
+
 def test_rims_spatial_input_set():
     core = make("rims", input_set="spatial").eval()
     T, B, N = 4, 3, 5
@@ -374,3 +390,11 @@ def test_copying_script_smoke(capsys):
     assert "| core |" in out and "rims" in out
     assert [r["core"] for r in rows] == ["lstm", "rims", "mi_lstm", "alstm"]
     assert all(math.isfinite(r["ce_train_length"]) and math.isfinite(r["ce_test_length"]) for r in rows)
+
+
+def test_bench_cores_smoke(capsys):
+    from scripts import bench_cores
+
+    rows = bench_cores.main(["--hidden", "12", "--input-size", "8", "--rounds", "1", "--unroll", "2", "--batch-size", "2"])
+    assert sorted(r["core"] for r in rows) == sorted(NAMES)
+    assert "| core |" in capsys.readouterr().out

@@ -313,3 +313,7 @@ def test_arithmetic_smoke(capsys):
     out = capsys.readouterr().out
     for name in ("NMU", "NALU", "NAC•"):
         assert f"| {name} |" in out
+    # The sparsity regulariser's ramp (eq. 15) inside the run: its loss term is exercised too.
+    results = arithmetic.main(["--seeds", "2", "--iterations", "200", "--eval-every", "100", "--eval-size", "200",
+                               "--lambda-start", "50", "--lambda-end", "150"])
+    assert all(math.isfinite(x) for r in results.values() for x in r["sparsity"])

@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from agents.agent import Agent
+from agents.agent import Agent, AgentOutput
 from agents.config import AgentConfig
 from agents.heads import HEADS
 from learners.popart import PopArt
@@ -69,3 +69,60 @@ def test_training_with_popart(small_cfg, learner):
     m = summary["final_metrics"]
     assert "popart_sigma/0" in m and "popart_sigma/1" in m
     assert m["popart_sigma/0"] != 1.0
+
+
+def popart_with_stats():
+    out = torch.nn.Module()
+    out.weight, out.bias = torch.nn.Parameter(torch.ones(2)), torch.nn.Parameter(torch.zeros(2))
+    popart = PopArt(out, 2)
+    popart.mu.copy_(torch.tensor([2.0, -5.0]))
+    popart.nu.copy_(popart.mu**2 + torch.tensor([9.0, 0.25]))  # sigma = 3 and 0.5
+    return popart
+
+
+def test_impala_loss_runs_vtrace_on_returns_and_regresses_normalised_targets():
+    """Hessel et al. section 3: V-trace on de-normalised values; the value loss on
+    normalised targets; policy-gradient advantages divided by sigma."""
+    from learners.config import LearnerConfig
+    from learners.impala import impala_loss
+    from learners.returns import vtrace
+    from learners.terms import action_log_probs
+    from tests.conftest import random_batch
+
+    T, B, A = 5, 4, 3
+    g = torch.Generator().manual_seed(0)
+    batch = random_batch(T, B, A, g)
+    batch["task_id"] = torch.tensor([0, 1, 0, 1]).expand(T + 1, B)
+    popart = popart_with_stats()
+    cfg = LearnerConfig(reward_clip="none", entropy_cost=0.0)
+    logits, n = torch.randn(T + 1, B, A, generator=g), torch.randn(T + 1, B, generator=g)
+    _, m = impala_loss(AgentOutput(logits, n, n), batch, cfg, popart)
+
+    sigma, mu = popart.sigma[batch["task_id"]], popart.mu[batch["task_id"]]
+    raw = sigma * n + mu
+    logp = action_log_probs(logits[:T], batch["action"][:T])
+    log_rhos = logp - action_log_probs(batch["behaviour_logits"][:T], batch["action"][:T])
+    discounts = cfg.gamma * (~batch["terminated"][:T]).float()
+    ref = vtrace(log_rhos, discounts, batch["reward"][:T], raw[:T], raw[T])
+    torch.testing.assert_close(m["value_loss"], (0.5 * ((ref.vs - mu[:T]) / sigma[:T] - n[:T]) ** 2).sum())
+    torch.testing.assert_close(m["policy_loss"], (-logp * ref.pg_advantages / sigma[:T]).sum())
+
+
+def test_ppo_advantages_come_from_returns_and_targets_are_normalised():
+    from learners.config import LearnerConfig
+    from learners.ppo import add_advantages
+    from learners.returns import gae
+    from tests.conftest import random_batch
+
+    T, B = 5, 4
+    batch = random_batch(T, B, 3, torch.Generator().manual_seed(1))
+    batch["task_id"] = torch.tensor([0, 1, 0, 1]).expand(T + 1, B)
+    popart = popart_with_stats()
+    cfg = LearnerConfig(reward_clip="none", lambda_=0.95)
+    out = add_advantages(batch, cfg, popart)
+    sigma, mu = popart.sigma[batch["task_id"]], popart.mu[batch["task_id"]]
+    raw = sigma * batch["behaviour_value"] + mu
+    discounts = cfg.gamma * (~batch["terminated"][:T]).float()
+    adv, returns = gae(batch["reward"][:T], raw[:T], raw[T], discounts, lambda_=0.95)
+    torch.testing.assert_close(out["returns"], (returns - mu[:T]) / sigma[:T])
+    torch.testing.assert_close(out["advantages"], adv / sigma[:T])
