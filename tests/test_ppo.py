@@ -80,6 +80,24 @@ def test_one_minibatch_one_epoch_equals_the_full_batch(small_cfg):
     assert float(m["approx_kl"]) < 1e-6
 
 
+@pytest.mark.parametrize("core", ["lstm", "rims", "mi_lstm", "alstm"])
+def test_minibatch_losses_add_up_to_the_full_batch_loss(small_cfg, core):
+    """Several minibatches of whole sequences, each re-run from its stored initial state: their
+    mean loss equals the full batch's (advantages not renormalised per minibatch)."""
+    from envs.runner import EnvRunner
+
+    cfg = small_cfg(**{"learner.name": "ppo", "learner.minibatches": 4, "learner.normalize_advantages": "false",
+                       "agent.core": core, "agent.core_options": "{}", "learner.unroll_length": 6})
+    runner = EnvRunner(cfg.env, cfg.agent, envs_per_runner=8, unroll_length=6)
+    runner.rollout()
+    learner = Learner(cfg, runner.spec())
+    batch, state = learner.to_batch([runner.rollout(learner.get_weights(), 0)])
+    batch = add_advantages(batch, cfg.learner)
+    full, _ = ppo_loss(learner.forward(batch, state), batch, cfg.learner)
+    parts = [ppo_loss(learner.forward(mb, mb_state), mb, cfg.learner)[0] for mb, mb_state in minibatches(batch, state, 4)]
+    torch.testing.assert_close(torch.stack(parts).mean(), full, atol=1e-5, rtol=1e-5)
+
+
 def test_minibatches_partition_the_envs():
     batch, _ = batch_and_output(B=8)
     seen = []

@@ -79,9 +79,13 @@ def test_run_dir_refuses_to_overwrite(tmp_path, small_cfg):
         RunDir.create(small_cfg(), None)
 
 
-def test_ctrl_c_writes_a_checkpoint_and_resume_continues(tmp_path):
+@pytest.mark.parametrize("num_runners", [0, pytest.param(2, marks=pytest.mark.ray)])
+def test_ctrl_c_writes_a_checkpoint_and_resume_continues(tmp_path, num_runners):
+    """The CLI end to end: in-process, and with runner actors on a local Ray instance that
+    `mira train` starts itself (runtime.address unset)."""
     run = tmp_path / "run"
-    overrides = small_overrides(tmp_path, **{"run.total_frames": 10_000_000, "run.checkpoint_every_s": 1e9})
+    overrides = small_overrides(tmp_path, **{"run.total_frames": 10_000_000, "run.checkpoint_every_s": 1e9,
+                                             "runtime.num_runners": num_runners})
     env = dict(os.environ, PYTHONUNBUFFERED="1")
     proc = subprocess.Popen([sys.executable, "-m", "scripts.cli", "train", str(ROOT / "configs/impala_minigrid.yaml"), *overrides],
                             cwd=ROOT, env=env, stderr=subprocess.PIPE, text=True)
