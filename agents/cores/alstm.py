@@ -23,6 +23,11 @@ Choices the paper leaves open, and why:
 - ``W`` and ``V`` are initialised (semi-)orthogonal (section 2.2: "we initialize weight matrices
   as semi-orthogonal"); ``b`` is zero except the forget gate at 1, and the policy LSTM and
   projection use PyTorch defaults, as in the authors' code.
+- Scale at initialisation: every pre-activation is a product of ``tanh(U z)`` factors (eq. 7),
+  each small while ``z`` is small, so the output starts about 100x smaller than a plain
+  LSTM's (mean |h| ~1e-3 vs ~0.1 here). This follows the paper and the authors' code (no
+  offset on the ``tanh``); it can slow the first updates of an RL run, and a learning rate
+  tuned for the LSTM is not necessarily right for the aLSTM.
 - Single layer: eq. 9 (the RHN-style summary across stacked layers) does not apply, and
   neither the authors' variational dropout, which belongs to the training recipe.
 
