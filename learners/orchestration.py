@@ -117,6 +117,14 @@ def connect(cfg) -> None:
 
 def learner_wants_gpu(cfg) -> bool:
     if cfg.learner.device.startswith("cuda"):
+        if cfg.runtime.num_runners > 0:
+            import ray
+
+            if ray.cluster_resources().get("GPU", 0) < 1:  # the actor would wait for one forever
+                from learners.config import ConfigError
+
+                raise ConfigError(f"learner.device={cfg.learner.device} but the Ray cluster has no GPU; "
+                                  "use learner.device=auto or cpu, or add a GPU node")
         return True
     if cfg.learner.device == "auto" and cfg.runtime.num_runners > 0:
         import ray

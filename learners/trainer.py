@@ -15,7 +15,7 @@ import time
 import numpy as np
 
 from learners.logbook import EpisodeStats, Logbook
-from learners.orchestration import Fleet, call, connect, data_lost, get, runner_failed, wait_one
+from learners.orchestration import Fleet, call, connect, data_lost, get, learner_wants_gpu, runner_failed, wait_one
 from learners.run_dir import RunDir
 
 log = logging.getLogger("mira")
@@ -51,6 +51,7 @@ class Trainer:
         self.cfg, self.run, self.quiet = cfg, run, quiet
         if cfg.runtime.num_runners > 0:
             connect(cfg)
+            learner_wants_gpu(cfg)  # a cuda learner on a cluster with no GPU fails here, before any actor starts
         self.fleet = Fleet(cfg)
         self.fleet.start()
         self.spec = get(call(self.fleet.runners[0], "spec"))

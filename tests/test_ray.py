@@ -88,3 +88,11 @@ def test_a_lost_node_costs_its_unrolls_not_the_run(cluster, small_cfg):
     summary = trainer.train()
     assert summary["lost_unrolls"] >= 1 and summary["frames"] >= 4000
     assert all(node_of(trainer.fleet.runners[i]) != node.node_id for i in doomed)
+
+
+def test_a_cuda_learner_on_a_cluster_without_gpus_is_a_clear_error(cluster, small_cfg):
+    from learners.config import ConfigError
+
+    cfg = small_cfg(**{"runtime.num_runners": 2, "learner.device": "cuda"})
+    with pytest.raises(ConfigError, match="has no GPU"):
+        Trainer(cfg, RunDir.create(cfg, None), quiet=True)
