@@ -192,8 +192,8 @@ class EnvRunner:
 
         Every env plays exactly ``episodes_per_env`` whole episodes (one count for all, or
         one per env; counting the first episodes to finish across envs would favour short
-        ones). The task ID reaches the
-        agent only if its head reads it. Returns (task, return, length) per episode.
+        ones). The task ID reaches the agent only if its head reads it. Returns (task,
+        return, length) per episode.
         Leaves the training stream restarted (fresh episodes) afterwards.
         """
         if weights is not None:
