@@ -231,8 +231,10 @@ def validate(cfg: ExperimentConfig) -> None:
     from agents.torsos import TORSOS
     import envs  # noqa: F401  (registers every suite)
     from envs.suites import ENVS, check_task_ids
+    from learners.algorithms import LEARNERS
 
     try:
+        LEARNERS.get(cfg.learner.name)
         ENVS.get(cfg.env.suite)
         check_task_ids(cfg.env)
         a = cfg.agent
@@ -244,7 +246,6 @@ def validate(cfg: ExperimentConfig) -> None:
     L = cfg.learner
     cfg.agent.popart = cfg.agent.popart or L.popart  # the one switch: learner.popart
     checks = [
-        (L.name in ("impala", "ppo"), f"learner.name must be impala or ppo, got {L.name!r}"),
         (L.device in ("auto", "cpu", "cuda") or L.device.startswith("cuda:"), f"learner.device must be auto, cpu or cuda, got {L.device!r}"),
         (L.reward_clip in ("none", "clip", "soft_asymmetric"), f"learner.reward_clip must be none, clip or soft_asymmetric, got {L.reward_clip!r}"),
         (L.optimizer.name in ("rmsprop", "adam"), f"learner.optimizer.name must be rmsprop or adam, got {L.optimizer.name!r}"),
@@ -259,18 +260,9 @@ def validate(cfg: ExperimentConfig) -> None:
         if not ok:
             raise ConfigError(message)
     _check_task_dealing(cfg)
-    if L.name == "ppo":
-        n_envs = max(cfg.runtime.num_runners, 1) * cfg.runtime.envs_per_runner
-        if n_envs % L.minibatches:
-            raise ConfigError(
-                f"PPO splits the {n_envs} envs (runtime.num_runners x runtime.envs_per_runner) into "
-                f"learner.minibatches={L.minibatches} minibatches of whole sequences; make the env count divisible by it"
-            )
-    elif L.batch_size % cfg.runtime.envs_per_runner:
-        raise ConfigError(
-            f"IMPALA batches whole runner trajectories: learner.batch_size={L.batch_size} must be a multiple of "
-            f"runtime.envs_per_runner={cfg.runtime.envs_per_runner}"
-        )
+    problem = LEARNERS.get(L.name).check(cfg)
+    if problem:
+        raise ConfigError(problem)
 
 
 def _check_task_dealing(cfg: ExperimentConfig) -> None:

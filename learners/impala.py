@@ -61,3 +61,12 @@ def impala_loss(out, batch: dict, cfg, value_transform=None) -> tuple[torch.Tens
         "value_mean": (values.detach() * mask).sum() / mask.sum(),
     }
     return loss, metrics
+
+
+def impala_update(learner, batch: dict, state: tuple) -> dict:
+    """One RMSProp (or Adam) step on the batch; PopArt statistics move after it."""
+    loss, metrics = impala_loss(learner.forward(batch, state), batch, learner.lcfg, learner.popart)
+    metrics["grad_norm"] = learner.step(loss)
+    if learner.popart is not None:
+        metrics.update(learner.popart.update())
+    return metrics

@@ -16,6 +16,7 @@ import torch
 
 from agents.agent import Agent
 from envs.trajectory import Trajectory
+from learners.algorithms import LEARNERS
 
 
 def resolve_device(name: str) -> torch.device:
@@ -107,18 +108,7 @@ class Learner:
         start = time.perf_counter()
         lags = [self.version - t.policy_version for t in trajectories]
         batch, state = self.to_batch(list(trajectories))
-        if self.lcfg.name == "ppo":
-            from learners.ppo import ppo_update
-
-            metrics = ppo_update(self, batch, state)
-        else:
-            from learners.impala import impala_loss
-
-            out = self.forward(batch, state)
-            loss, metrics = impala_loss(out, batch, self.lcfg, self.popart)
-            metrics["grad_norm"] = self.step(loss)
-            if self.popart is not None:
-                metrics.update(self.popart.update())
+        metrics = LEARNERS.get(self.lcfg.name).update(self, batch, state)
         T, B = batch["reset"].shape[0] - 1, batch["reset"].shape[1]
         self.frames += T * B * self.frames_per_step
         self.version += 1

@@ -14,6 +14,7 @@ import time
 
 import numpy as np
 
+from learners.algorithms import LEARNERS
 from learners.logbook import EpisodeStats, Logbook
 from learners.orchestration import Fleet, call, connect, data_lost, get, learner_wants_gpu, runner_failed, wait_one
 from learners.run_dir import RunDir
@@ -143,7 +144,7 @@ class Trainer:
         self.known = [-1] * len(self.fleet.runners)
         session_frames = self.frames
         with StopFlag() as flag:
-            loop = self._ppo_loop if cfg.learner.name == "ppo" else self._impala_loop
+            loop = self._lock_step_loop if LEARNERS.get(cfg.learner.name).lock_step else self._impala_loop
             interrupted = loop(flag)
         self.checkpoint()
         now = time.time()
@@ -209,7 +210,7 @@ class Trainer:
             return False
 
     def _impala_loop(self, flag) -> bool:
-        per_update = self.cfg.learner.batch_size // self.cfg.runtime.envs_per_runner
+        per_update = LEARNERS.get(self.cfg.learner.name).unrolls_per_update(self.cfg)
         # Backpressure: a runner that returns while this many unrolls wait for the learner is
         # parked until an update takes a batch, so a slow learner bounds the object store's
         # load and the policy lag instead of letting both grow.
@@ -254,7 +255,7 @@ class Trainer:
             self._update_done(update_ref, per_update)
         return False
 
-    def _ppo_loop(self, flag) -> bool:
+    def _lock_step_loop(self, flag) -> bool:
         n = len(self.fleet.runners)
         while self.frames < self.cfg.run.total_frames:
             if self._periodic(flag):

@@ -59,11 +59,10 @@ def inference_rate(runner, seconds: float) -> float:
 def learner_rate(cfg, runner, seconds: float) -> float:
     from learners.learner import Learner
 
+    from learners.algorithms import LEARNERS
+
     learner = Learner(cfg, runner.spec())
-    if cfg.learner.name == "ppo":
-        per_update = max(cfg.runtime.num_runners, 1)
-    else:
-        per_update = cfg.learner.batch_size // cfg.runtime.envs_per_runner
+    per_update = LEARNERS.get(cfg.learner.name).unrolls_per_update(cfg)
     trajs = [runner.rollout() for _ in range(per_update)]
     T = cfg.learner.unroll_length
     return _rate(lambda: learner.update(*trajs), seconds, T * runner.B * per_update, warmup=1)

@@ -39,7 +39,7 @@ def test_core_options_are_filled_and_typed():
         ("env.suite=dmlab", ["unknown env suite 'dmlab'", "minigrid", "atari"]),
         ("run.total_frames=abc", ["run.total_frames", "integer"]),
         ("agent.core_options.hidden=3", ["agent.core_options.hidden", "hidden_size"]),
-        ("learner.name=a2c", ["learner.name", "impala or ppo"]),
+        ("learner.name=a2c", ["unknown learner 'a2c'", "impala, ppo"]),
         ("learner.batch_size=30", ["multiple of", "envs_per_runner"]),
         ("env.level=MiniGrid-Emty-5x5-v0", ["env.level", "unknown minigrid id", "MiniGrid-Empty-5x5-v0"]),
         ("env.suite=atari;env.game=Pongg", ["env.game", "unknown atari id 'Pongg'", "Pong"]),

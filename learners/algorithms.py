@@ -1,0 +1,59 @@
+"""``LEARNERS``: the algorithms ``learner.name`` selects (DESIGN.md, "Contracts": registries).
+
+An algorithm says how the learner turns one batch into parameter updates, how the driver
+collects batches for it, and what it asks of the config:
+
+- ``update(learner, batch, state) -> metrics``: the optimizer step(s) on one batch;
+- ``lock_step``: every runner acts with one weights version per batch (PPO, policy lag 0),
+  or runners never wait and unrolls queue up for the learner (IMPALA; V-trace corrects the lag);
+- ``unrolls_per_update(cfg)``: runner trajectories in one batch;
+- ``check(cfg)``: a sentence saying what to change in the config, or None.
+
+A new algorithm is one loss file plus one entry here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Optional
+
+from agents.registry import Registry
+from learners.impala import impala_update
+from learners.ppo import ppo_update
+
+
+@dataclass(frozen=True)
+class Algorithm:
+    update: Callable  # (learner, batch, state) -> dict of metrics
+    lock_step: bool
+    unrolls_per_update: Callable  # (cfg) -> int
+    check: Callable  # (cfg) -> Optional[str]
+
+
+LEARNERS: Registry[Algorithm] = Registry("learner")
+
+
+def _impala_check(cfg) -> Optional[str]:
+    if cfg.learner.batch_size % cfg.runtime.envs_per_runner:
+        return (f"IMPALA batches whole runner trajectories: learner.batch_size={cfg.learner.batch_size} must be "
+                f"a multiple of runtime.envs_per_runner={cfg.runtime.envs_per_runner}")
+    return None
+
+
+def _ppo_check(cfg) -> Optional[str]:
+    n_envs = max(cfg.runtime.num_runners, 1) * cfg.runtime.envs_per_runner
+    if n_envs % cfg.learner.minibatches:
+        return (f"PPO splits the {n_envs} envs (runtime.num_runners x runtime.envs_per_runner) into "
+                f"learner.minibatches={cfg.learner.minibatches} minibatches of whole sequences; make the env "
+                "count divisible by it")
+    return None
+
+
+LEARNERS.register("impala")(Algorithm(
+    impala_update, lock_step=False, check=_impala_check,
+    unrolls_per_update=lambda cfg: cfg.learner.batch_size // cfg.runtime.envs_per_runner,
+))
+LEARNERS.register("ppo")(Algorithm(
+    ppo_update, lock_step=True, check=_ppo_check,
+    unrolls_per_update=lambda cfg: max(cfg.runtime.num_runners, 1),
+))
