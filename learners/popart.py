@@ -22,6 +22,11 @@ bilinear layer ``M(h, c)`` is untouched: it produces ``v(x)``, the per-task affi
 it to ``n_i(x)``, and only that affine map is rescaled. The deviation from Hessel et al.
 (one output row per task of the value layer) is that task values share the head's
 value feature ``v(x)`` up to a per-task scale and shift.
+
+Values recorded by runners (``final_value`` of truncated episodes; PPO's ``behaviour_value``)
+are normalised with the statistics of the weights they acted with and de-normalised here
+with the current ones. PPO's lock-step batches make the two the same; for IMPALA they differ
+by the policy lag's few updates, each moving the statistics by a fraction ``beta`` (3e-4).
 """
 
 from __future__ import annotations
