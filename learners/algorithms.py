@@ -34,7 +34,7 @@ LEARNERS: Registry[Algorithm] = Registry("learner")
 
 
 def _impala_check(cfg) -> Optional[str]:
-    if cfg.learner.batch_size % cfg.runtime.envs_per_runner:
+    if cfg.learner.batch_size < cfg.runtime.envs_per_runner or cfg.learner.batch_size % cfg.runtime.envs_per_runner:
         return (f"IMPALA batches whole runner trajectories: learner.batch_size={cfg.learner.batch_size} must be "
                 f"a multiple of runtime.envs_per_runner={cfg.runtime.envs_per_runner}")
     return None

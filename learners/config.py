@@ -197,7 +197,8 @@ def parse_overrides(overrides: list[str]) -> list[tuple[str, Any]]:
     return out
 
 
-def load_config(path: str | Path | None = None, overrides: list[str] | None = None, base: dict | None = None) -> ExperimentConfig:
+def load_config(path: str | Path | None = None, overrides: list[str] | None = None, base: dict | None = None,
+                runtime: bool = True) -> ExperimentConfig:
     """Read YAML (or start from ``base``), apply overrides, validate every key and combination."""
     data: dict = dict(base or {})
     if path is not None:
@@ -210,7 +211,7 @@ def load_config(path: str | Path | None = None, overrides: list[str] | None = No
     for key, value in parse_overrides(overrides or []):
         _set_dotted(data, key, value)
     cfg = from_dict(ExperimentConfig, data)
-    validate(cfg)
+    validate(cfg, runtime)
     return cfg
 
 
@@ -224,8 +225,11 @@ def _resolve_options(registry, name: str, options: dict, key: str) -> dict:
     return to_dict(from_dict(option_cls, options, key))
 
 
-def validate(cfg: ExperimentConfig) -> None:
-    """Check names against registries and combinations; fill component options."""
+def validate(cfg: ExperimentConfig, runtime: bool = True) -> None:
+    """Check names against registries and combinations; fill component options.
+
+    ``runtime=False`` skips what only matters for training (how runners deal the tasks and
+    fill the learner's batches): evaluating a checkpoint does not use that layout."""
     from agents.cores import CORES
     from agents.heads import HEADS
     from agents.torsos import TORSOS
@@ -233,16 +237,19 @@ def validate(cfg: ExperimentConfig) -> None:
     from envs.suites import ENVS, check_task_ids
     from learners.algorithms import LEARNERS
 
-    try:
-        LEARNERS.get(cfg.learner.name)
-        ENVS.get(cfg.env.suite)
-        check_task_ids(cfg.env)
-        a = cfg.agent
-        a.torso_options = _resolve_options(TORSOS, a.torso, a.torso_options, "agent.torso_options")
-        a.core_options = _resolve_options(CORES, a.core, a.core_options, "agent.core_options")
-        a.head_options = _resolve_options(HEADS, a.head, a.head_options, "agent.head_options")
-    except KeyError as e:
-        raise ConfigError(e.args[0]) from None
+    def named(key: str, fn, *args):
+        try:
+            return fn(*args)
+        except KeyError as e:  # a registry's "unknown X 'name'; valid Xs: ..."
+            raise ConfigError(f"{key}: {e.args[0]}" if key else e.args[0]) from None
+
+    a = cfg.agent
+    named("learner.name", LEARNERS.get, cfg.learner.name)
+    named("env.suite", ENVS.get, cfg.env.suite)
+    named("", check_task_ids, cfg.env)  # its message starts with the key
+    a.torso_options = named("agent.torso", _resolve_options, TORSOS, a.torso, a.torso_options, "agent.torso_options")
+    a.core_options = named("agent.core", _resolve_options, CORES, a.core, a.core_options, "agent.core_options")
+    a.head_options = named("agent.head", _resolve_options, HEADS, a.head, a.head_options, "agent.head_options")
     L = cfg.learner
     cfg.agent.popart = cfg.agent.popart or L.popart  # the one switch: learner.popart
     checks = [
@@ -259,6 +266,8 @@ def validate(cfg: ExperimentConfig) -> None:
     for ok, message in checks:
         if not ok:
             raise ConfigError(message)
+    if not runtime:
+        return
     _check_task_dealing(cfg)
     problem = LEARNERS.get(L.name).check(cfg)
     if problem:

@@ -82,10 +82,12 @@ class Logbook:
         if self.normalize is not None:
             means = stats.task_means()
             if means:
-                # The suite mean over tasks of each task's last-100 mean, capped at 100 per
-                # task as DMLab-30 reports it; tasks with no finished episode yet count as absent.
-                normalized = [min(self.normalize(t, r), 100.0) for t, r in means.items()]
-                self.writer.add_scalar("normalized_score_capped_mean", sum(normalized) / len(normalized), frames)
+                # The suite mean over tasks of each task's last-100 mean, plain and capped at
+                # 100 per task as DMLab-30 reports it; tasks with no finished episode yet count
+                # as absent.
+                normalized = [self.normalize(t, r) for t, r in means.items()]
+                self.writer.add_scalar("normalized_score_mean", float(np.mean(normalized)), frames)
+                self.writer.add_scalar("normalized_score_capped_mean", float(np.mean(np.minimum(normalized, 100.0))), frames)
 
     def progress(self, frames: int, fps: float, stats: EpisodeStats, extra: str = "") -> None:
         if self.quiet:

@@ -1,7 +1,8 @@
 """The training loop: runners, learner and the data between them (DESIGN.md, "The data path").
 
 IMPALA keeps every runner busy: whenever a runner returns an unroll its *ObjectRef* goes
-to a queue and the runner is sent straight back out with the newest weights it lacks;
+to a queue and the runner is sent straight back out with the newest weights it lacks
+(unless two batches already wait for the learner: then it waits too, ``UnrollQueue``);
 whenever the learner is idle and the queue holds a batch, the refs (not the values) are
 handed to the learner, which fetches them itself. New weights are one object in Ray's
 object store, read by every runner that needs them. PPO calls the same runners in

@@ -47,6 +47,44 @@ class StopFlag:
             signal.signal(signal.SIGINT, self._previous)
 
 
+class UnrollQueue:
+    """IMPALA's queue of unrolls (trajectory refs) between the runners and the learner.
+
+    Backpressure: a runner whose unroll arrives while ``max_batches`` batches already wait
+    is parked instead of sent out again, and released when an update takes a batch. A slow
+    learner then bounds the queue (and so the object store's load and the policy lag) at
+    ``max_batches`` batches plus the unrolls still in flight, one per runner, instead of
+    letting it grow for as long as the run lasts.
+    """
+
+    def __init__(self, per_update: int, max_batches: int = 2):
+        self.per_update = per_update
+        self.limit = max_batches * per_update
+        self.unrolls: collections.deque = collections.deque()
+        self.parked: list[int] = []
+
+    def add(self, runner: int, unroll=None) -> bool:
+        """Runner ``runner`` is back (``unroll`` None: its unroll was lost). True: send it out
+        again now; False: it is parked until ``take`` releases it."""
+        if unroll is not None:
+            self.unrolls.append(unroll)
+        if len(self.unrolls) >= self.limit:
+            self.parked.append(runner)
+            return False
+        return True
+
+    def ready(self) -> bool:
+        return len(self.unrolls) >= self.per_update
+
+    def take(self) -> tuple[list, list[int]]:
+        """One batch for the learner, and the parked runners that may go out again."""
+        batch = [self.unrolls.popleft() for _ in range(self.per_update)]
+        released = []
+        while self.parked and len(self.unrolls) < self.limit:
+            released.append(self.parked.pop(0))
+        return batch, released
+
+
 class Trainer:
     def __init__(self, cfg, run: RunDir, resume_from=None, quiet: bool = False):
         self.cfg, self.run, self.quiet = cfg, run, quiet
@@ -210,17 +248,15 @@ class Trainer:
             return False
 
     def _impala_loop(self, flag) -> bool:
-        per_update = LEARNERS.get(self.cfg.learner.name).unrolls_per_update(self.cfg)
-        # Backpressure: a runner that returns while this many unrolls wait for the learner is
-        # parked until an update takes a batch, so a slow learner bounds the object store's
-        # load and the policy lag instead of letting both grow.
-        max_queued = 2 * per_update
+        queue = UnrollQueue(LEARNERS.get(self.cfg.learner.name).unrolls_per_update(self.cfg))
         inflight = {}  # info ref -> (runner index, trajectory ref)
+
+        def send(index: int) -> None:
+            traj, info = self._send(index)
+            inflight[info] = (index, traj)
+
         for i in range(len(self.fleet.runners)):
-            traj, info = self._send(i)
-            inflight[info] = (i, traj)
-        queue: collections.deque = collections.deque()
-        parked: list[int] = []
+            send(i)
         update_ref, idle_since = None, time.time()
         while self.frames < self.cfg.run.total_frames:
             if self._periodic(flag):
@@ -228,7 +264,7 @@ class Trainer:
             waiting = list(inflight) + ([update_ref] if update_ref is not None else [])
             for ref in wait_one(waiting):
                 if ref is update_ref:
-                    if self._update_done(update_ref, per_update):
+                    if self._update_done(update_ref, queue.per_update):
                         self.version += 1
                         self.weights = call(self.learner, "get_weights")
                     update_ref, idle_since = None, time.time()
@@ -237,22 +273,16 @@ class Trainer:
                 info = self._collect(index, ref)
                 if info is not None:
                     self.stats.add(info["episodes"])
-                    queue.append(traj)
-                if len(queue) >= max_queued:
-                    parked.append(index)
-                else:
-                    new_traj, new_info = self._send(index)
-                    inflight[new_info] = (index, new_traj)
-            if update_ref is None and len(queue) >= per_update:
+                if queue.add(index, traj if info is not None else None):
+                    send(index)
+            if update_ref is None and queue.ready():
                 self._queue_wait += time.time() - idle_since
-                batch = [queue.popleft() for _ in range(per_update)]
+                batch, released = queue.take()
                 update_ref = call(self.learner, "update", *batch)
-                while parked and len(queue) < max_queued:
-                    index = parked.pop()
-                    new_traj, new_info = self._send(index)
-                    inflight[new_info] = (index, new_traj)
+                for index in released:
+                    send(index)
         if update_ref is not None:
-            self._update_done(update_ref, per_update)
+            self._update_done(update_ref, queue.per_update)
         return False
 
     def _lock_step_loop(self, flag) -> bool:

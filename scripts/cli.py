@@ -25,10 +25,10 @@ def _train(args) -> int:
         run = RunDir.open(args.resume)
         if args.config:
             args.overrides.insert(0, args.config)  # `mira train --resume DIR key=value`
-        cfg = run.resume_config(args.overrides)
         ckpt = run.latest_checkpoint()
         if ckpt is None:
             raise ConfigError(f"cannot resume: {args.resume} has no checkpoint in checkpoints/")
+        cfg = run.resume_config(args.overrides)
         print(f"[mira] resuming {run.path} from {ckpt.name}", file=sys.stderr)
     else:
         if not args.config:

@@ -40,12 +40,12 @@ def load_run_config(ckpt: Path, state: dict, overrides: list[str]) -> Experiment
         for key, value in parse_overrides(overrides):
             _set_dotted(data, key, value)
         cfg = from_dict(ExperimentConfig, data)
-        validate(cfg)
+        validate(cfg, runtime=False)  # evaluation does not use the training run's runner layout
         return cfg
     config_path = ckpt.parent.parent / "config.yaml"
     if not config_path.is_file():
         raise ConfigError(f"{ckpt} carries no config and there is no {config_path}")
-    return load_config(config_path, overrides)
+    return load_config(config_path, overrides, runtime=False)
 
 
 def evaluate_checkpoint(path: str, episodes: int = 10, tasks: list[str] | None = None, protocol: str | None = None,

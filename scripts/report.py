@@ -8,8 +8,9 @@ normalised) with stratified bootstrap 95% CIs (seeds resampled per task), and ev
 of variants the probability of improvement P(row > column) with its CI.
 
 Learning curves are the training return (TensorBoard tag ``episode_return_mean100``, the
-mean of the last 100 episodes) of each trial or, when scores are normalised, the capped mean
-of the per-task normalised training scores (``normalized_score_capped_mean``), interpolated
+mean of the last 100 episodes) of each trial or, when scores are normalised, the mean over
+tasks of the normalised training scores (``normalized_score_mean``; capped per task,
+``normalized_score_capped_mean``, when the headline aggregate is the capped mean), interpolated
 onto a common frame grid; the band is a 95% percentile bootstrap over seeds of the mean at
 each grid point.
 """
@@ -256,10 +257,15 @@ def write_report(out: Path, spec, trials, failed: dict, target_frames: int) -> d
     (out / "results.json").write_text(json.dumps(res, indent=2))
     (out / "report.md").write_text(markdown(res))
     # Multitask returns are on per-level scales (Watermaze up to 33, most levels about 1), so
-    # with a score table the curves show the capped mean of the normalised scores instead.
-    normalised = res["score_key"] == "normalized_score"
-    tag, ylabel = (("normalized_score_capped_mean", f"training {res['score']}: capped mean over tasks (last 100 episodes)")
-                   if normalised else ("episode_return_mean100", "training episode return (mean of last 100 episodes)"))
+    # with a score table the curves show the mean of the normalised scores over tasks instead,
+    # capped at 100 per task only when the headline aggregate is the capped mean (DMLab-30's
+    # convention; an Atari game past human level would otherwise flatten the curve).
+    if res["score_key"] != "normalized_score":
+        tag, ylabel = "episode_return_mean100", "training episode return (mean of last 100 episodes)"
+    elif res["aggregate"] == "capped_mean":
+        tag, ylabel = "normalized_score_capped_mean", f"training {res['score']}: capped mean over tasks"
+    else:
+        tag, ylabel = "normalized_score_mean", f"training {res['score']}: mean over tasks"
     curves: dict = {}
     for t in trials:
         curves.setdefault(t.variant, []).append(learning_curve(t.dir, tag))

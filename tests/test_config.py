@@ -34,12 +34,13 @@ def test_core_options_are_filled_and_typed():
     [
         ("learner.lrr=1", ["learner.lrr", "valid keys under 'learner'", "unroll_length"]),
         ("bogus.x=1", ["bogus", "valid keys at the top level", "runtime"]),
-        ("agent.core=gru9", ["unknown core 'gru9'", "lstm"]),
+        ("agent.core=gru9", ["agent.core: unknown core 'gru9'", "lstm"]),
         ("agent.head=nope", ["unknown head 'nope'", "linear"]),
         ("env.suite=dmlab", ["unknown env suite 'dmlab'", "minigrid", "atari"]),
         ("run.total_frames=abc", ["run.total_frames", "integer"]),
         ("agent.core_options.hidden=3", ["agent.core_options.hidden", "hidden_size"]),
-        ("learner.name=a2c", ["unknown learner 'a2c'", "impala, ppo"]),
+        ("learner.name=a2c", ["learner.name: unknown learner 'a2c'", "impala, ppo"]),
+        ("learner.batch_size=0", ["learner.batch_size=0", "multiple of"]),
         ("learner.batch_size=30", ["multiple of", "envs_per_runner"]),
         ("env.level=MiniGrid-Emty-5x5-v0", ["env.level", "unknown minigrid id", "MiniGrid-Empty-5x5-v0"]),
         ("env.suite=atari;env.game=Pongg", ["env.game", "unknown atari id 'Pongg'", "Pong"]),
@@ -66,3 +67,12 @@ def test_cli_reports_errors_cleanly(tmp_path, capsys):
     (tmp_path / "empty").mkdir()
     assert main(["train", "--resume", str(tmp_path / "empty")]) == 2
     assert "config.yaml" in capsys.readouterr().err
+
+
+def test_evaluation_loads_configs_whose_runner_layout_training_would_reject():
+    """mira evaluate reads a run's config without its runner layout: a run made before the
+    task-dealing check (lab6 on 8 runners) still evaluates."""
+    layout = ["env.suite=lab6", "runtime.num_runners=8"]
+    with pytest.raises(ConfigError, match="8 runners"):
+        load_config(None, layout)
+    assert load_config(None, layout, runtime=False).runtime.num_runners == 8

@@ -137,4 +137,4 @@ def test_multitask_training_logs_normalised_scores_per_level(small_cfg):
     acc.Reload()
     tags = acc.Tags()["scalars"]
     assert any(t.startswith("episode_normalized_score/") for t in tags), tags
-    assert "normalized_score_capped_mean" in tags
+    assert "normalized_score_capped_mean" in tags and "normalized_score_mean" in tags

@@ -148,3 +148,22 @@ def test_bench_measures_every_stage(tmp_path, capsys, learner):
     assert all(figures[k] > 0 for k in ("env", "inference", "learner", "end_to_end", "limit"))
     out = capsys.readouterr().out
     assert "(d) end to end" in out and "compute-bound limit" in out
+
+
+def test_unroll_queue_parks_runners_while_two_batches_wait():
+    from learners.trainer import UnrollQueue
+
+    q = UnrollQueue(per_update=2)  # runners wait once 2 batches (4 unrolls) wait for the learner
+    assert [q.add(r, f"u{r}") for r in range(3)] == [True, True, True]
+    assert q.ready()
+    assert q.add(3, "u3") is False and q.add(4, "u4") is False  # 4, then 5 unrolls wait: parked
+    assert q.add(5, None) is False  # a lost unroll adds nothing, but its runner waits as well
+    batch, released = q.take()
+    assert batch == ["u0", "u1"] and released == [3, 4, 5]  # 3 wait now: the parked go, in order
+    assert q.add(3, "u5") is False  # 4 wait again
+    batch, released = q.take()
+    assert batch == ["u2", "u3"] and released == [3] and list(q.unrolls) == ["u4", "u5"]
+    # Nothing is parked while the learner keeps up: per_update 1, one unroll at a time.
+    q1 = UnrollQueue(per_update=1)
+    for r in range(10):
+        assert q1.add(r % 2, r) and q1.take() == ([r], [])
