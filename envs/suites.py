@@ -70,15 +70,25 @@ def _make_atari(cfg: EnvConfig, games: list[str], full_action_space: bool | None
     return env
 
 
+def config_tasks(cfg: EnvConfig) -> tuple[str, list[str]] | None:
+    """(config key, task ids) of the suites whose tasks the config names (minigrid: levels,
+    atari: games); None for suites with a fixed task list."""
+    if cfg.suite == "minigrid":
+        return ("env.levels", list(cfg.levels)) if cfg.levels else ("env.level", [cfg.level])
+    if cfg.suite == "atari":
+        return ("env.games", list(cfg.games)) if cfg.games else ("env.game", [cfg.game])
+    return None
+
+
 @ENVS.register("minigrid")
 def minigrid_suite(cfg: EnvConfig) -> SuiteSpec:
-    levels = list(cfg.levels) or [cfg.level]
+    levels = config_tasks(cfg)[1]
     return SuiteSpec(levels, functools.partial(_make_minigrid, levels), 7, "none")
 
 
 @ENVS.register("atari")
 def atari_suite(cfg: EnvConfig) -> SuiteSpec:
-    games = list(cfg.games) or [cfg.game]
+    games = config_tasks(cfg)[1]
     full = True if len(games) > 1 else cfg.full_action_space  # one action space for all games
     make = functools.partial(_make_atari, cfg, games, full)
     probe = make(0, 0)
@@ -92,19 +102,21 @@ def check_task_ids(cfg: EnvConfig) -> None:
     registered with gymnasium (no env is built, so this is cheap enough for config validation)."""
     import difflib
 
+    named = config_tasks(cfg)
+    if named is None:
+        return
+    key, names = named
     if cfg.suite == "minigrid":
         import minigrid  # noqa: F401  (registers MiniGrid-* and BabyAI-*)
 
-        key, names, gym_id = ("env.levels" if cfg.levels else "env.level"), list(cfg.levels) or [cfg.level], "{}"
+        gym_id = "{}"
         valid = sorted(k for k in gym.registry if k.startswith(("MiniGrid-", "BabyAI-")))
-    elif cfg.suite == "atari":
+    else:
         import ale_py
 
         gym.register_envs(ale_py)
-        key, names, gym_id = ("env.games" if cfg.games else "env.game"), list(cfg.games) or [cfg.game], "ALE/{}-v5"
+        gym_id = "ALE/{}-v5"
         valid = sorted(k[4:-3] for k in gym.registry if k.startswith("ALE/") and k.endswith("-v5"))
-    else:
-        return
     for name in names:
         if gym_id.format(name) not in gym.registry:
             close = difflib.get_close_matches(name, valid, n=5, cutoff=0.5)

@@ -276,15 +276,11 @@ def validate(cfg: ExperimentConfig, runtime: bool = True) -> None:
 
 def _check_task_dealing(cfg: ExperimentConfig) -> None:
     """Multitask runs play every task with the same number of envs (envs.runner.assign_tasks)."""
-    env, rt = cfg.env, cfg.runtime
-    if env.suite == "minigrid":
-        tasks = len(env.levels) or 1
-    elif env.suite == "atari":
-        tasks = len(env.games) or 1
-    else:
-        from envs.suites import build_suite
+    from envs.suites import build_suite, config_tasks
 
-        tasks = len(build_suite(env).tasks)  # the lab suites build no env here
+    env, rt = cfg.env, cfg.runtime
+    named = config_tasks(env)  # minigrid and atari: no env built (an Atari suite probes one)
+    tasks = len(named[1]) if named else len(build_suite(env).tasks)
     if env.suite == "atari" and tasks > 1 and env.full_action_space is False:
         raise ConfigError("env.full_action_space=false: multitask Atari needs one action set for all games")
     if tasks == 1:

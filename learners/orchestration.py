@@ -179,7 +179,9 @@ class Fleet:
 
         return ray.remote(num_cpus=1)(Evaluator).remote(**kwargs)
 
-    def make_learner(self, spec: dict):
+    def make_learner(self, spec: dict, gpus: int = 0):
+        """The learner: in-process with ``num_runners: 0``, else an actor with ``gpus`` GPUs
+        (``learner_wants_gpu``, asked once by the caller before any actor starts)."""
         cfg = self.cfg
         # As many threads as CPUs reserved: more would fight the runners for cores
         # (on 2 cores, 2 learner threads cut end-to-end throughput by ~10%: mira bench).
@@ -188,6 +190,5 @@ class Fleet:
             return Local(Learner(cfg, spec, threads))
         import ray
 
-        gpus = 1 if learner_wants_gpu(cfg) else 0
         actor = ray.remote(num_cpus=cfg.runtime.learner_cpus, num_gpus=gpus)(Learner)
         return actor.remote(cfg, spec, threads)

@@ -88,13 +88,15 @@ class UnrollQueue:
 class Trainer:
     def __init__(self, cfg, run: RunDir, resume_from=None, quiet: bool = False):
         self.cfg, self.run, self.quiet = cfg, run, quiet
+        gpus = 0
         if cfg.runtime.num_runners > 0:
             connect(cfg)
-            learner_wants_gpu(cfg)  # a cuda learner on a cluster with no GPU fails here, before any actor starts
+            # Asked before any actor starts: a cuda learner on a cluster with no GPU fails here.
+            gpus = 1 if learner_wants_gpu(cfg) else 0
         self.fleet = Fleet(cfg)
         self.fleet.start()
         self.spec = get(call(self.fleet.runners[0], "spec"))
-        self.learner = self.fleet.make_learner(self.spec)
+        self.learner = self.fleet.make_learner(self.spec, gpus)
         self.stats = EpisodeStats(self.spec["tasks"])
         self.wall_before = 0.0
         self.lost_unrolls = 0
