@@ -48,9 +48,12 @@ class RuntimeConfig:
     learner_cpus: float = 1.0  # CPUs the learner actor reserves on its node (raise it for a many-core CPU learner)
 
 
+OPTIMIZERS = ("rmsprop", "rmsprop_tf", "adam")
+
+
 @dataclass
 class OptimizerConfig:
-    name: str = "rmsprop"  # rmsprop (IMPALA paper) or adam (PPO)
+    name: str = "rmsprop"  # rmsprop (PyTorch's), rmsprop_tf (TF1's, as IMPALA tuned it: learners/optim.py) or adam (PPO)
     lr: float = 6e-4  # initial learning rate
     lr_schedule: str = "linear"  # linear decay to 0 over run.total_frames, or constant
     alpha: float = 0.99  # RMSProp smoothing constant
@@ -255,7 +258,7 @@ def validate(cfg: ExperimentConfig, runtime: bool = True) -> None:
     checks = [
         (L.device in ("auto", "cpu", "cuda") or L.device.startswith("cuda:"), f"learner.device must be auto, cpu or cuda, got {L.device!r}"),
         (L.reward_clip in ("none", "clip", "soft_asymmetric"), f"learner.reward_clip must be none, clip or soft_asymmetric, got {L.reward_clip!r}"),
-        (L.optimizer.name in ("rmsprop", "adam"), f"learner.optimizer.name must be rmsprop or adam, got {L.optimizer.name!r}"),
+        (L.optimizer.name in OPTIMIZERS, f"learner.optimizer.name must be one of {', '.join(OPTIMIZERS)}, got {L.optimizer.name!r}"),
         (L.optimizer.lr_schedule in ("linear", "constant"), f"learner.optimizer.lr_schedule must be linear or constant, got {L.optimizer.lr_schedule!r}"),
         (L.unroll_length >= 1, "learner.unroll_length must be at least 1"),
         (cfg.runtime.num_runners >= 0, "runtime.num_runners must be 0 (in-process) or more"),

@@ -17,6 +17,7 @@ import torch
 from agents.agent import Agent
 from envs.trajectory import Trajectory
 from learners.algorithms import LEARNERS
+from learners.optim import RMSpropTF
 
 
 def resolve_device(name: str) -> torch.device:
@@ -28,6 +29,9 @@ def resolve_device(name: str) -> torch.device:
 
 
 def make_optimizer(params, opt_cfg) -> torch.optim.Optimizer:
+    if opt_cfg.name == "rmsprop_tf":
+        # IMPALA's own optimizer, TF1 semantics (learners/optim.py): what its settings assume.
+        return RMSpropTF(params, lr=opt_cfg.lr, alpha=opt_cfg.alpha, eps=opt_cfg.eps, momentum=opt_cfg.momentum)
     if opt_cfg.name == "rmsprop":
         # IMPALA: RMSProp, eps 0.01, decay (alpha) 0.99, momentum 0 (Espeholt et al. 2018, table D.3).
         return torch.optim.RMSprop(params, lr=opt_cfg.lr, alpha=opt_cfg.alpha, eps=opt_cfg.eps, momentum=opt_cfg.momentum)

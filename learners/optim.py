@@ -1,0 +1,51 @@
+"""Optimizers the presets name that PyTorch does not ship in the form the papers used.
+
+``RMSpropTF`` is TensorFlow 1's ``tf.train.RMSPropOptimizer``, the optimizer IMPALA's
+hyper-parameters were tuned with (scalable_agent; Espeholt et al. 2018, appendix G):
+
+    ms   <- rho * ms + (1 - rho) * g^2          (ms starts at 1, not 0)
+    mom  <- momentum * mom + lr * g / sqrt(ms + eps)
+    w    <- w - mom
+
+It differs from ``torch.optim.RMSprop`` in two ways that matter with the paper's
+``eps = 0.01``: the epsilon sits *inside* the square root (so the denominator is at least
+sqrt(0.01) = 0.1, where PyTorch's ``sqrt(ms) + eps`` is at least 0.01: ten times larger
+steps for every parameter whose gradient is small), and the square average starts at 1
+(PyTorch: 0, so its first steps are sign-like, about ``lr / sqrt(1 - rho)`` = 10 lr).
+The IMPALA Atari preset's measurements of both are in README.md, "Learning results".
+"""
+
+from __future__ import annotations
+
+import torch
+
+
+class RMSpropTF(torch.optim.Optimizer):
+    def __init__(self, params, lr: float, alpha: float = 0.99, eps: float = 0.01, momentum: float = 0.0):
+        if lr <= 0 or eps <= 0 or not 0 <= alpha < 1 or momentum < 0:
+            raise ValueError(f"RMSpropTF: need lr > 0, eps > 0, 0 <= alpha < 1, momentum >= 0; got {lr}, {eps}, {alpha}, {momentum}")
+        super().__init__(params, dict(lr=lr, alpha=alpha, eps=eps, momentum=momentum))
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        loss = None if closure is None else closure()
+        for group in self.param_groups:
+            lr, rho, eps, momentum = group["lr"], group["alpha"], group["eps"], group["momentum"]
+            for p in group["params"]:
+                if p.grad is None:
+                    continue
+                state = self.state[p]
+                if not state:
+                    state["square_avg"] = torch.ones_like(p, memory_format=torch.preserve_format)
+                    if momentum:
+                        state["momentum_buffer"] = torch.zeros_like(p, memory_format=torch.preserve_format)
+                ms = state["square_avg"]
+                ms.mul_(rho).addcmul_(p.grad, p.grad, value=1.0 - rho)
+                update = p.grad / (ms + eps).sqrt_()
+                if momentum:
+                    buf = state["momentum_buffer"]
+                    buf.mul_(momentum).add_(update, alpha=lr)
+                    p.sub_(buf)
+                else:
+                    p.sub_(update, alpha=lr)
+        return loss
