@@ -153,3 +153,25 @@ def test_atari_shaped_observation():
          "last_reward": torch.zeros(2, 3), "reset": torch.zeros(2, 3, dtype=torch.bool)}
     out, _ = agent(x, agent.initial_state(3))
     assert out.logits.shape == (2, 3, 6)
+
+
+def test_orthogonal_torso_init_keeps_the_feature_scale():
+    """``init: orthogonal`` (gain sqrt 2, zero biases) keeps the scale of the features through
+    the ReLUs; PyTorch's default init shrinks it layer by layer (README.md, "Learning results")."""
+    from agents.torsos import ShallowTorso
+
+    torch.manual_seed(0)
+    pixels = torch.randint(0, 256, (1, 64, 4, 84, 84), dtype=torch.uint8)
+    extras = (torch.zeros(1, 64, dtype=torch.long), torch.zeros(1, 64))
+    rms = {}
+    for init in ("torch", "orthogonal"):
+        torso = ShallowTorso({"pixels": (4, 84, 84)}, 6, init=init)
+        with torch.no_grad():
+            rms[init] = float(torso({"pixels": pixels}, *extras)[..., :256].pow(2).mean().sqrt())
+        if init == "orthogonal":
+            assert all(float(m.bias.abs().max()) == 0.0 for m in (torso.conv[0], torso.conv[2], torso.fc))
+            w = torso.fc.weight  # [256, 2592]: orthonormal rows times the gain
+            torch.testing.assert_close(w @ w.T, 2.0 * torch.eye(256), atol=1e-4, rtol=0)
+    assert rms["orthogonal"] > 5 * rms["torch"], rms
+    with pytest.raises(ValueError, match="init must be one of torch, orthogonal"):
+        ShallowTorso({"pixels": (4, 84, 84)}, 6, init="xavier")
