@@ -41,11 +41,17 @@ def _impala_check(cfg) -> Optional[str]:
 
 
 def _ppo_check(cfg) -> Optional[str]:
+    L = cfg.learner
     n_envs = max(cfg.runtime.num_runners, 1) * cfg.runtime.envs_per_runner
-    if n_envs % cfg.learner.minibatches:
-        return (f"PPO splits the {n_envs} envs (runtime.num_runners x runtime.envs_per_runner) into "
-                f"learner.minibatches={cfg.learner.minibatches} minibatches of whole sequences; make the env "
-                "count divisible by it")
+    k = L.recurrence if 0 < L.recurrence < L.unroll_length else L.unroll_length
+    if L.recurrence < 0 or L.unroll_length % k:
+        return (f"learner.recurrence={L.recurrence} must be 0 (whole unrolls) or divide "
+                f"learner.unroll_length={L.unroll_length}")
+    sequences = n_envs * (L.unroll_length // k)
+    if sequences % L.minibatches:
+        return (f"PPO splits its {sequences} sequences ({n_envs} envs (runtime.num_runners x runtime.envs_per_runner)"
+                f" x {L.unroll_length // k} chunks of learner.recurrence steps) into learner.minibatches="
+                f"{L.minibatches} minibatches; make the sequence count divisible by it")
     return None
 
 

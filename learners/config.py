@@ -79,6 +79,7 @@ class LearnerConfig:
     # PPO only
     epochs: int = 4  # passes over each batch
     minibatches: int = 4  # minibatches per epoch (whole sequences)
+    recurrence: int = 0  # PPO: cut each unroll into sequences of this many steps for the minibatches (0 = whole unrolls)
     clip_eps: float = 0.1  # ratio clip (also the value clip when clip_value)
     clip_value: bool = True  # clip the value update around the old value
     normalize_advantages: bool = True  # per-minibatch advantage normalisation

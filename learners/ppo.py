@@ -10,9 +10,14 @@ Loss (eq. 7 clipped surrogate, eq. 9 total), for ``r_t = pi(a_t|x_t) / pi_old(a_
 
 Advantages are GAE (Schulman et al. 2016) over the whole unroll with the values the
 runners recorded (all acted with this one weights version), computed once before the
-epochs. A minibatch is whole sequences: a subset of the envs x all T steps, each re-run
-from the core state stored at its first step, with resets inside where episodes end,
-so it works for every core. Metrics share names with IMPALA (STYLE.md rule 2);
+epochs. A minibatch is whole sequences, each re-run from the core state at its first
+step, with resets inside where episodes end, so it works for every core. With
+``learner.recurrence = k < T`` the unroll is first cut into ``T / k`` chunks of ``k``
+steps per env, and a minibatch is a random subset of all (env, chunk) sequences; the core
+state at each chunk's start comes from one no-grad pass of the pre-update agent over the
+batch (the behaviour policy itself: lock-step batches are exactly on-policy), and is kept
+through the epochs, as Sample Factory's and R2D2's stored states are. Shorter sequences
+in wider minibatches cut the learner's sequential core steps by ``T / k``. Metrics share names with IMPALA (STYLE.md rule 2);
 ``approx_kl`` is the ``(r - 1) - log r`` estimator, ``clip_frac`` the share of
 ``|r - 1| > eps``.
 """
@@ -31,7 +36,7 @@ from learners.terms import action_log_probs, batch_mask, entropy_term, reduce, s
 def ppo_loss(out, batch: dict, cfg) -> tuple[torch.Tensor, dict]:
     """``out`` over ``T + 1`` rows; ``batch`` carries ``advantages`` and ``returns`` [T, B]
     (targets in the head's value space) besides the trajectory fields."""
-    T = batch["reset"].shape[0] - 1
+    T = batch["advantages"].shape[0]  # the trajectory fields may carry one row more (T + 1)
     mask = batch_mask(batch, T)
     actions = batch["action"][:T]
     logp = action_log_probs(out.logits[:T], actions)
@@ -84,6 +89,21 @@ def add_advantages(batch: dict, cfg, value_transform=None) -> dict:
     return dict(batch, advantages=adv, returns=returns, old_values=batch["behaviour_value"][:T])
 
 
+@torch.no_grad()
+def chunk_sequences(learner, batch: dict, state: tuple, k: int) -> tuple[dict, tuple]:
+    """Cut ``[T (+1), B]`` sequences into ``T / k`` chunks of ``k`` rows each -> ``[k, (T / k) B]``
+    (chunk-major: column ``c B + b`` is chunk ``c`` of env ``b``), with the core state before
+    each chunk from one pass of the current agent over the batch."""
+    T = batch["advantages"].shape[0]
+    starts, states = range(0, T, k), []
+    for c in starts:
+        states.append(state)
+        _, state = learner.agent({key: v[c : c + k] for key, v in batch.items()}, state)
+    cut = lambda v: torch.cat([v[c : c + k] for c in starts], dim=1)  # noqa: E731
+    chunks = {key: cut(v) for key, v in batch.items()}
+    return chunks, tuple(torch.cat([s[i] for s in states], dim=0) for i in range(len(state)))
+
+
 def minibatches(batch: dict, state: tuple, n: int, generator: torch.Generator | None = None):
     """Split the envs (dim 1) into ``n`` random groups of whole sequences."""
     B = batch["reset"].shape[1]
@@ -97,6 +117,8 @@ def ppo_update(learner, batch: dict, state: tuple) -> dict:
     """Epochs of minibatch SGD on one lock-step batch; optional early stop on ``target_kl``."""
     cfg = learner.lcfg
     batch = add_advantages(batch, cfg, learner.popart)
+    if cfg.recurrence and cfg.recurrence < batch["advantages"].shape[0]:
+        batch, state = chunk_sequences(learner, batch, state, cfg.recurrence)
     history = collections.defaultdict(list)
     generator = torch.Generator().manual_seed(learner.cfg.run.seed * 7 + learner.version)
     stop = False

@@ -150,3 +150,40 @@ def test_clipping_below_the_trust_region_with_negative_advantages():
     # Negative advantages with r < 1 - eps are clipped: no gradient from them; positive ones still push.
     assert logits.grad[:T][neg].abs().sum() == 0
     assert logits.grad[:T][~neg].abs().sum() > 0
+
+
+@pytest.mark.parametrize("core", ["lstm", "rims"])
+def test_chunked_sequences_give_the_whole_sequence_loss(small_cfg, core):
+    """learner.recurrence: (env, chunk) sequences re-run from the chunk-start states of one
+    no-grad pass reproduce the whole-unroll outputs, so minibatches of chunks add up to the
+    full batch's loss; and the chunks are laid out chunk-major with the right rows."""
+    from envs.runner import EnvRunner
+    from learners.ppo import chunk_sequences
+
+    cfg = small_cfg(**{"learner.name": "ppo", "learner.minibatches": 3, "learner.normalize_advantages": "false",
+                       "agent.core": core, "agent.core_options": "{}", "learner.unroll_length": 12, "learner.recurrence": 4})
+    runner = EnvRunner(cfg.env, cfg.agent, envs_per_runner=4, unroll_length=12)
+    runner.rollout()
+    learner = Learner(cfg, runner.spec())
+    batch, state = learner.to_batch([runner.rollout(learner.get_weights(), 0)])
+    batch["reset"][5, 0] = batch["reset"][8, 1] = True  # boundaries inside a chunk and at a chunk start
+    batch = add_advantages(batch, cfg.learner)
+    full, _ = ppo_loss(learner.forward(batch, state), batch, cfg.learner)
+    chunks, chunk_state = chunk_sequences(learner, batch, state, 4)
+    assert chunks["action"].shape == (4, 12) and chunks["advantages"].shape == (4, 12)
+    torch.testing.assert_close(chunks["action"][:, 2 * 4 + 1], batch["action"][8:12, 1])  # chunk 2 of env 1
+    whole, _ = ppo_loss(learner.forward(chunks, chunk_state), chunks, cfg.learner)
+    torch.testing.assert_close(whole, full, atol=1e-5, rtol=1e-5)
+    parts = [ppo_loss(learner.forward(mb, s), mb, cfg.learner)[0] for mb, s in minibatches(chunks, chunk_state, 3)]
+    torch.testing.assert_close(torch.stack(parts).mean(), full, atol=1e-5, rtol=1e-5)
+
+
+def test_recurrence_must_divide_the_unroll_and_fill_the_minibatches():
+    from learners.config import ConfigError
+
+    base = ["learner.name=ppo", "runtime.num_runners=2", "runtime.envs_per_runner=4", "learner.unroll_length=128"]
+    assert load_config(None, base + ["learner.recurrence=32", "learner.minibatches=4"]).learner.recurrence == 32
+    with pytest.raises(ConfigError, match="learner.recurrence=48 must be 0"):
+        load_config(None, base + ["learner.recurrence=48"])
+    with pytest.raises(ConfigError, match="32 sequences"):
+        load_config(None, base + ["learner.recurrence=32", "learner.minibatches=5"])
