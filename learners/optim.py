@@ -31,21 +31,27 @@ class RMSpropTF(torch.optim.Optimizer):
         loss = None if closure is None else closure()
         for group in self.param_groups:
             lr, rho, eps, momentum = group["lr"], group["alpha"], group["eps"], group["momentum"]
-            for p in group["params"]:
-                if p.grad is None:
-                    continue
+            params = [p for p in group["params"] if p.grad is not None]
+            if not params:
+                continue
+            for p in params:
                 state = self.state[p]
                 if not state:
                     state["square_avg"] = torch.ones_like(p, memory_format=torch.preserve_format)
                     if momentum:
                         state["momentum_buffer"] = torch.zeros_like(p, memory_format=torch.preserve_format)
-                ms = state["square_avg"]
-                ms.mul_(rho).addcmul_(p.grad, p.grad, value=1.0 - rho)
-                update = p.grad / (ms + eps).sqrt_()
-                if momentum:
-                    buf = state["momentum_buffer"]
-                    buf.mul_(momentum).add_(update, alpha=lr)
-                    p.sub_(buf)
-                else:
-                    p.sub_(update, alpha=lr)
+            grads = [p.grad for p in params]
+            square_avgs = [self.state[p]["square_avg"] for p in params]
+            # One multi-tensor kernel per line (as torch.optim's foreach paths), not one per parameter.
+            torch._foreach_mul_(square_avgs, rho)
+            torch._foreach_addcmul_(square_avgs, grads, grads, value=1.0 - rho)
+            denominators = torch._foreach_add(square_avgs, eps)
+            torch._foreach_sqrt_(denominators)
+            if momentum:
+                buffers = [self.state[p]["momentum_buffer"] for p in params]
+                torch._foreach_mul_(buffers, momentum)
+                torch._foreach_addcdiv_(buffers, grads, denominators, value=lr)
+                torch._foreach_sub_(params, buffers)
+            else:
+                torch._foreach_addcdiv_(params, grads, denominators, value=-lr)
         return loss

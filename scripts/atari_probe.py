@@ -1,0 +1,138 @@
+"""Does an Atari agent read the screen? Two probes used to diagnose a run that does not learn.
+
+``python -m scripts.atari_probe readout CONFIG [key=value ...] [--updates 400]``
+    Supervised, no RL: random play on the config's game records each frame with a RAM byte
+    that the screen shows (Pong: our paddle's y, RAM[51]); the config's agent (torso ->
+    core -> value head) regresses it with the config's optimizer, learning rate and
+    gradient clip on IMPALA's summed squared error, batches of ``T x B`` steps. Prints the
+    explained variance on held-out batches every 100 updates: if it rises, frames reach
+    the agent intact and the agent can learn to read them; the RL signal is then what
+    decides whether a run learns.
+``python -m scripts.atari_probe checkpoint RUN_DIR``
+    Plays 4 unrolls of 8 envs with the run's last checkpoint and prints the policy's mean
+    action probabilities, their spread across frames (a policy that ignores the screen has
+    a spread near 0), the value's spread across frames, and the share of conv channels
+    and fc units inactive on every one of those frames.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+import numpy as np
+import torch
+
+# RAM bytes a game shows on screen, for ``readout``.
+SCREEN_RAM = {"Pong": 51}
+
+
+def readout(config: str, overrides: list[str], updates: int, T: int = 20, B: int = 32) -> list[tuple[int, float]]:
+    from envs.atari import make_atari
+    from learners.config import load_config
+    from learners.learner import Learner
+
+    cfg = load_config(config, ["runtime.num_runners=0", *overrides])
+    if cfg.env.suite != "atari" or cfg.env.game not in SCREEN_RAM:
+        raise SystemExit(f"atari_probe readout: needs env.suite=atari and env.game one of {', '.join(SCREEN_RAM)}")
+    torch.set_num_threads(1)
+    envs = [make_atari(cfg.env.game, cfg.env.protocol) for _ in range(B)]
+    for i, env in enumerate(envs):
+        env.reset(seed=cfg.run.seed * 1000 + i)
+    rng = np.random.default_rng(cfg.run.seed)
+    n_train, n_test = 50, 10
+    obs = np.zeros((n_train + n_test, T, B, 4, 84, 84), np.uint8)
+    target = np.zeros((n_train + n_test, T, B), np.float32)
+    for u in range(n_train + n_test):
+        for t in range(T):
+            for i, env in enumerate(envs):
+                o, _, terminated, truncated, _ = env.step(int(rng.integers(env.action_space.n)))
+                if terminated or truncated:
+                    o, _ = env.reset()
+                obs[u, t, i] = o["pixels"]
+                target[u, t, i] = env.unwrapped.ale.getRAM()[SCREEN_RAM[cfg.env.game]]
+    target = (target - target.mean()) / target.std()
+    spec = {"obs_shapes": {"pixels": obs.shape[3:]}, "num_actions": envs[0].action_space.n, "tasks": [cfg.env.game],
+            "frames_per_step": 4}
+    learner = Learner(cfg, spec, threads=1)
+    agent = learner.agent
+
+    def inputs(u: int) -> dict:
+        zeros = lambda dtype: torch.zeros(T, B, dtype=dtype)  # noqa: E731
+        return {"pixels": torch.from_numpy(obs[u]), "last_action": zeros(torch.long),
+                "last_reward": zeros(torch.float32), "reset": zeros(torch.bool)}
+
+    def explained_variance() -> float:
+        with torch.no_grad():
+            errors = [float(((agent(inputs(u), agent.initial_state(B))[0].value - torch.from_numpy(target[u])) ** 2).mean())
+                      for u in range(n_train, n_train + n_test)]
+        return 1.0 - float(np.mean(errors))  # targets are standardised
+
+    history = [(0, explained_variance())]
+    print(f"[probe] {cfg.env.game} RAM[{SCREEN_RAM[cfg.env.game]}] from frames, optimizer {cfg.learner.optimizer.name} "
+          f"lr {cfg.learner.optimizer.lr} eps {cfg.learner.optimizer.eps}, torso init "
+          f"{cfg.agent.torso_options.get('init', 'torch')}: explained variance {history[0][1]:.3f} at 0 updates", flush=True)
+    for k in range(1, updates + 1):
+        u = int(rng.integers(n_train))
+        out, _ = agent(inputs(u), agent.initial_state(B))
+        loss = 0.5 * ((out.value - torch.from_numpy(target[u])) ** 2).sum()
+        learner.step(loss)
+        if k % 100 == 0:
+            history.append((k, explained_variance()))
+            print(f"[probe] explained variance {history[-1][1]:.3f} after {k} updates", flush=True)
+    return history
+
+
+def checkpoint(run_dir: str) -> dict:
+    from envs.runner import EnvRunner
+    from learners.run_dir import RunDir
+
+    run = RunDir.open(run_dir)
+    path = run.latest_checkpoint()
+    if path is None:
+        raise SystemExit(f"atari_probe checkpoint: {run_dir} has no checkpoint yet")
+    state = RunDir.load_checkpoint(path)
+    cfg = run.load_config()
+    torch.set_num_threads(1)
+    runner = EnvRunner(cfg.env, cfg.agent, envs_per_runner=8, unroll_length=50, seed=99)
+    trajs = [runner.rollout(state["learner"]["agent"], 0) for _ in range(4)]
+    logits = np.concatenate([t.behaviour_logits[1:] for t in trajs]).reshape(-1, trajs[0].behaviour_logits.shape[-1])
+    probs = torch.softmax(torch.from_numpy(logits), -1)
+    values = np.concatenate([t.behaviour_value[1:] for t in trajs]).ravel()
+    torso = runner.agent.torso
+    pixels = torch.from_numpy(np.concatenate([t.obs["pixels"][1:] for t in trajs]).reshape(-1, 4, 84, 84)).float() / 255
+    with torch.no_grad():
+        conv1 = torso.conv[1](torso.conv[0](pixels))
+        conv2 = torso.conv[3](torso.conv[2](conv1))
+        fc = torch.relu(torso.fc(conv2.flatten(1)))
+    inactive = lambda x, dims: float(((x > 0).float().amax(dims) == 0).float().mean())  # noqa: E731
+    result = {
+        "checkpoint": path.name, "policy_mean": probs.mean(0).tolist(), "policy_spread": probs.std(0).tolist(),
+        "value_mean": float(values.mean()), "value_spread": float(values.std()),
+        "inactive_conv1": inactive(conv1, (0, 2, 3)), "inactive_conv2": inactive(conv2, (0, 2, 3)), "inactive_fc": inactive(fc, 0),
+    }
+    print(f"[probe] {path.name}: policy {np.round(result['policy_mean'], 3)} spread across frames "
+          f"{np.round(result['policy_spread'], 3)}; value {result['value_mean']:.3f} spread {result['value_spread']:.3f}; "
+          f"inactive on all {len(pixels)} frames: conv1 {result['inactive_conv1']:.0%}, conv2 {result['inactive_conv2']:.0%}, "
+          f"fc {result['inactive_fc']:.0%}", flush=True)
+    return result
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m scripts.atari_probe", description=__doc__.split("\n")[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    r = sub.add_parser("readout", help="supervised: can the agent learn to read a RAM value off the screen?")
+    r.add_argument("config")
+    r.add_argument("overrides", nargs="*", help="dotted.key=value")
+    r.add_argument("--updates", type=int, default=400)
+    c = sub.add_parser("checkpoint", help="does a run's policy and value depend on the screen?")
+    c.add_argument("run_dir")
+    args = parser.parse_args(argv)
+    if args.command == "readout":
+        readout(args.config, args.overrides, args.updates)
+    else:
+        checkpoint(args.run_dir)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
