@@ -26,7 +26,8 @@ import torch
 SCREEN_RAM = {"Pong": 51}
 
 
-def readout(config: str, overrides: list[str], updates: int, T: int = 20, B: int = 32) -> list[tuple[int, float]]:
+def readout(config: str, overrides: list[str], updates: int, T: int = 20, B: int = 32, batches: int = 60,
+            every: int = 100) -> list[tuple[int, float]]:
     from envs.atari import make_atari
     from learners.config import load_config
     from learners.learner import Learner
@@ -39,7 +40,8 @@ def readout(config: str, overrides: list[str], updates: int, T: int = 20, B: int
     for i, env in enumerate(envs):
         env.reset(seed=cfg.run.seed * 1000 + i)
     rng = np.random.default_rng(cfg.run.seed)
-    n_train, n_test = 50, 10
+    n_test = max(1, batches // 6)
+    n_train = batches - n_test
     obs = np.zeros((n_train + n_test, T, B, 4, 84, 84), np.uint8)
     target = np.zeros((n_train + n_test, T, B), np.float32)
     for u in range(n_train + n_test):
@@ -76,7 +78,7 @@ def readout(config: str, overrides: list[str], updates: int, T: int = 20, B: int
         out, _ = agent(inputs(u), agent.initial_state(B))
         loss = 0.5 * ((out.value - torch.from_numpy(target[u])) ** 2).sum()
         learner.step(loss)
-        if k % 100 == 0:
+        if k % every == 0:
             history.append((k, explained_variance()))
             print(f"[probe] explained variance {history[-1][1]:.3f} after {k} updates", flush=True)
     return history
