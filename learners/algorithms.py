@@ -43,15 +43,17 @@ def _impala_check(cfg) -> Optional[str]:
 def _ppo_check(cfg) -> Optional[str]:
     L = cfg.learner
     n_envs = max(cfg.runtime.num_runners, 1) * cfg.runtime.envs_per_runner
-    k = L.recurrence if 0 < L.recurrence < L.unroll_length else L.unroll_length
-    if L.recurrence < 0 or L.unroll_length % k:
+    if L.recurrence < 0 or L.recurrence > L.unroll_length or (L.recurrence and L.unroll_length % L.recurrence):
         return (f"learner.recurrence={L.recurrence} must be 0 (whole unrolls) or divide "
                 f"learner.unroll_length={L.unroll_length}")
-    sequences = n_envs * (L.unroll_length // k)
+    chunks = L.unroll_length // L.recurrence if L.recurrence else 1
+    sequences = n_envs * chunks
     if sequences % L.minibatches:
-        return (f"PPO splits its {sequences} sequences ({n_envs} envs (runtime.num_runners x runtime.envs_per_runner)"
-                f" x {L.unroll_length // k} chunks of learner.recurrence steps) into learner.minibatches="
-                f"{L.minibatches} minibatches; make the sequence count divisible by it")
+        what = f"{n_envs} envs x {chunks} chunks of learner.recurrence={L.recurrence} steps" if chunks > 1 else \
+            f"whole unrolls of its {n_envs} envs"
+        return (f"PPO splits its {sequences} sequences ({what}; envs = runtime.num_runners x "
+                f"runtime.envs_per_runner) into learner.minibatches={L.minibatches} minibatches; make the sequence "
+                "count divisible by it")
     return None
 
 

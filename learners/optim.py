@@ -28,7 +28,10 @@ class RMSpropTF(torch.optim.Optimizer):
 
     @torch.no_grad()
     def step(self, closure=None):
-        loss = None if closure is None else closure()
+        loss = None
+        if closure is not None:
+            with torch.enable_grad():
+                loss = closure()
         for group in self.param_groups:
             lr, rho, eps, momentum = group["lr"], group["alpha"], group["eps"], group["momentum"]
             params = [p for p in group["params"] if p.grad is not None]
@@ -36,10 +39,10 @@ class RMSpropTF(torch.optim.Optimizer):
                 continue
             for p in params:
                 state = self.state[p]
-                if not state:
+                if "square_avg" not in state:
                     state["square_avg"] = torch.ones_like(p, memory_format=torch.preserve_format)
-                    if momentum:
-                        state["momentum_buffer"] = torch.zeros_like(p, memory_format=torch.preserve_format)
+                if momentum and "momentum_buffer" not in state:
+                    state["momentum_buffer"] = torch.zeros_like(p, memory_format=torch.preserve_format)
             grads = [p.grad for p in params]
             square_avgs = [self.state[p]["square_avg"] for p in params]
             # One multi-tensor kernel per line (as torch.optim's foreach paths), not one per parameter.

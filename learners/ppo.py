@@ -17,7 +17,8 @@ steps per env, and a minibatch is a random subset of all (env, chunk) sequences;
 state at each chunk's start comes from one no-grad pass of the pre-update agent over the
 batch (the behaviour policy itself: lock-step batches are exactly on-policy), and is kept
 through the epochs, as Sample Factory's and R2D2's stored states are. Shorter sequences
-in wider minibatches cut the learner's sequential core steps by ``T / k``. Metrics share names with IMPALA (STYLE.md rule 2);
+in wider minibatches cut the learner's sequential core steps (with the preset's 4 x 4
+minibatches of T = 128 and k = 32, from 2,048 to 640 per batch, the state pass included). Metrics share names with IMPALA (STYLE.md rule 2);
 ``approx_kl`` is the ``(r - 1) - log r`` estimator, ``clip_frac`` the share of
 ``|r - 1| > eps``.
 """
@@ -34,7 +35,8 @@ from learners.terms import action_log_probs, batch_mask, entropy_term, reduce, s
 
 
 def ppo_loss(out, batch: dict, cfg) -> tuple[torch.Tensor, dict]:
-    """``out`` over ``T + 1`` rows; ``batch`` carries ``advantages`` and ``returns`` [T, B]
+    """``out`` over at least ``T`` rows (``T + 1`` for whole unrolls, ``k`` for chunks);
+    ``batch`` carries ``advantages`` and ``returns`` [T, B]
     (targets in the head's value space) besides the trajectory fields."""
     T = batch["advantages"].shape[0]  # the trajectory fields may carry one row more (T + 1)
     mask = batch_mask(batch, T)
@@ -105,7 +107,7 @@ def chunk_sequences(learner, batch: dict, state: tuple, k: int) -> tuple[dict, t
 
 
 def minibatches(batch: dict, state: tuple, n: int, generator: torch.Generator | None = None):
-    """Split the envs (dim 1) into ``n`` random groups of whole sequences."""
+    """Split the sequences (dim 1: envs, or (env, chunk) pairs) into ``n`` random groups."""
     B = batch["reset"].shape[1]
     order = torch.randperm(B, generator=generator)
     for idx in order.chunk(n):

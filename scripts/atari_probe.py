@@ -4,15 +4,17 @@
     Supervised, no RL: random play on the config's game records each frame with a RAM byte
     that the screen shows (Pong: our paddle's y, RAM[51]); the config's agent (torso ->
     core -> value head) regresses it with the config's optimizer, learning rate and
-    gradient clip on IMPALA's summed squared error, batches of ``T x B`` steps. Prints the
+    gradient clip on ``0.5 * sum (V - y)^2`` over batches of ``T x B`` steps (IMPALA's
+    value term before its ``baseline_cost``). Prints the
     explained variance on held-out batches every 100 updates: if it rises, frames reach
     the agent intact and the agent can learn to read them; the RL signal is then what
     decides whether a run learns.
 ``python -m scripts.atari_probe checkpoint RUN_DIR``
     Plays 4 unrolls of 8 envs with the run's last checkpoint and prints the policy's mean
     action probabilities, their spread across frames (a policy that ignores the screen has
-    a spread near 0), the value's spread across frames, and the share of conv channels
-    and fc units inactive on every one of those frames.
+    a spread near 0), the value's spread across frames, the share of conv channels and fc
+    units inactive on every one of those frames, the fc features' rms and spread across
+    frames, and the core output's spread across frames (flat-input torsos only).
 """
 
 from __future__ import annotations
@@ -97,25 +99,41 @@ def checkpoint(run_dir: str) -> dict:
     torch.set_num_threads(1)
     runner = EnvRunner(cfg.env, cfg.agent, envs_per_runner=8, unroll_length=50, seed=99)
     trajs = [runner.rollout(state["learner"]["agent"], 0) for _ in range(4)]
-    logits = np.concatenate([t.behaviour_logits[1:] for t in trajs]).reshape(-1, trajs[0].behaviour_logits.shape[-1])
+    logits = np.concatenate([t.behaviour_logits[:-1] for t in trajs]).reshape(-1, trajs[0].behaviour_logits.shape[-1])
     probs = torch.softmax(torch.from_numpy(logits), -1)
-    values = np.concatenate([t.behaviour_value[1:] for t in trajs]).ravel()
-    torso = runner.agent.torso
-    pixels = torch.from_numpy(np.concatenate([t.obs["pixels"][1:] for t in trajs]).reshape(-1, 4, 84, 84)).float() / 255
+    values = np.concatenate([t.behaviour_value[:-1] for t in trajs]).ravel()
+    agent = runner.agent
+    torso = agent.torso
+    if torso.as_set:
+        raise SystemExit("atari_probe checkpoint: the run's core reads the torso as a spatial set; the probe reads flat torsos")
+    # Consecutive unrolls tile one stream (row T of one is row 0 of the next): rows 0..T-1 of
+    # each, in time order, are 4T steps of the same 8 envs from the first unroll's core state.
+    rows = {k: torch.from_numpy(np.concatenate([t.obs[k][:-1] for t in trajs])) for k in trajs[0].obs}
+    for key in ("last_action", "last_reward", "reset", "task_id"):
+        rows[key] = torch.from_numpy(np.concatenate([getattr(t, key)[:-1] for t in trajs]))
+    pixels = rows["pixels"].flatten(0, 1).float() / 255
     with torch.no_grad():
         conv1 = torso.conv[1](torso.conv[0](pixels))
         conv2 = torso.conv[3](torso.conv[2](conv1))
-        fc = torch.relu(torso.fc(conv2.flatten(1)))
+        features = torso({k: rows[k] for k in agent.obs_keys}, rows["last_action"], rows["last_reward"])
+        fc = features[..., : torso.fc.out_features].flatten(0, 1)
+        core_out, _ = agent.core(features, tuple(torch.from_numpy(s) for s in trajs[0].initial_state), rows["reset"])
+        replayed_logits, _ = agent.head(core_out, rows["task_id"] if agent.reads_task_id else None)
     inactive = lambda x, dims: float(((x > 0).float().amax(dims) == 0).float().mean())  # noqa: E731
     result = {
         "checkpoint": path.name, "policy_mean": probs.mean(0).tolist(), "policy_spread": probs.std(0).tolist(),
         "value_mean": float(values.mean()), "value_spread": float(values.std()),
         "inactive_conv1": inactive(conv1, (0, 2, 3)), "inactive_conv2": inactive(conv2, (0, 2, 3)), "inactive_fc": inactive(fc, 0),
+        "fc_rms": float(fc.pow(2).mean().sqrt()), "fc_spread": float(fc.std(0).mean()),
+        "core_spread": float(core_out.flatten(0, 1).std(0).mean()),
+        # The probe's own pass over the stream must give the runner's logits: a check of its path.
+        "replay_error": float((replayed_logits.reshape(-1, logits.shape[-1]) - torch.from_numpy(logits)).abs().max()),
     }
     print(f"[probe] {path.name}: policy {np.round(result['policy_mean'], 3)} spread across frames "
           f"{np.round(result['policy_spread'], 3)}; value {result['value_mean']:.3f} spread {result['value_spread']:.3f}; "
           f"inactive on all {len(pixels)} frames: conv1 {result['inactive_conv1']:.0%}, conv2 {result['inactive_conv2']:.0%}, "
-          f"fc {result['inactive_fc']:.0%}", flush=True)
+          f"fc {result['inactive_fc']:.0%}; fc rms {result['fc_rms']:.3f} spread {result['fc_spread']:.4f}; core output "
+          f"spread {result['core_spread']:.4f}", flush=True)
     return result
 
 

@@ -28,3 +28,5 @@ def test_checkpoint_probe_reads_a_run(tmp_path):
     result = atari_probe.checkpoint(str(tmp_path / "pong"))
     assert len(result["policy_mean"]) == 6 and abs(sum(result["policy_mean"]) - 1) < 1e-5
     assert 0.0 <= result["inactive_fc"] <= 1.0 and result["value_spread"] >= 0.0
+    # Its pass over the 4 consecutive unrolls reproduces the logits the runner acted with.
+    assert result["replay_error"] < 1e-5, result["replay_error"]

@@ -59,13 +59,17 @@ def test_config_names_it_and_learner_builds_it():
 
 def test_state_round_trips_through_state_dict():
     p = torch.nn.Parameter(torch.ones(3))
-    opt = RMSpropTF([p], lr=0.1)
-    p.grad = torch.ones(3)
-    opt.step()
+    opt = RMSpropTF([p], lr=0.1, momentum=0.9)
+    for g in (3.0, -2.0, 0.5):
+        p.grad = torch.full((3,), g)
+        opt.step()
     q = torch.nn.Parameter(p.detach().clone())
-    opt2 = RMSpropTF([q], lr=0.1)
+    opt2 = RMSpropTF([q], lr=0.1, momentum=0.9)
     opt2.load_state_dict(copy.deepcopy(opt.state_dict()))  # as a checkpoint would: no shared tensors
+    for key in ("square_avg", "momentum_buffer"):
+        torch.testing.assert_close(opt2.state[q][key], opt.state[p][key])
+    assert float(opt.state[p]["square_avg"][0]) != 1.0  # the state moved away from a fresh one
     for o, x in ((opt, p), (opt2, q)):
-        x.grad = torch.full((3,), 0.5)
+        x.grad = torch.full((3,), 0.7)
         o.step()
     torch.testing.assert_close(p, q)

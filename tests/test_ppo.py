@@ -187,3 +187,18 @@ def test_recurrence_must_divide_the_unroll_and_fill_the_minibatches():
         load_config(None, base + ["learner.recurrence=48"])
     with pytest.raises(ConfigError, match="32 sequences"):
         load_config(None, base + ["learner.recurrence=32", "learner.minibatches=5"])
+    with pytest.raises(ConfigError, match="learner.recurrence=256 must be 0"):
+        load_config(None, base + ["learner.recurrence=256"])
+
+
+def test_update_with_recurrence_trains_on_chunks(small_cfg):
+    from envs.runner import EnvRunner
+
+    cfg = small_cfg(**{"learner.name": "ppo", "learner.minibatches": 4, "learner.epochs": 2,
+                       "learner.unroll_length": 8, "learner.recurrence": 4})
+    runner = EnvRunner(cfg.env, cfg.agent, envs_per_runner=4, unroll_length=8)
+    learner = Learner(cfg, runner.spec())
+    before = {k: v.clone() for k, v in learner.get_weights().items()}
+    metrics = learner.update(runner.rollout(learner.get_weights(), 0))
+    assert metrics["epochs_done"] == 2 and metrics["frames"] == 8 * 4 * runner.spec()["frames_per_step"]
+    assert metrics["approx_kl"] >= 0.0 and any(not torch.equal(before[k], v) for k, v in learner.get_weights().items())
