@@ -169,7 +169,7 @@ def test_orthogonal_torso_init_keeps_the_feature_scale():
         with torch.no_grad():
             rms[init] = float(torso({"pixels": pixels}, *extras)[..., :256].pow(2).mean().sqrt())
         if init == "orthogonal":
-            assert all(float(m.bias.abs().max()) == 0.0 for m in (torso.conv[0], torso.conv[2], torso.fc))
+            assert all(float(m.bias.detach().abs().max()) == 0.0 for m in (torso.conv[0], torso.conv[2], torso.fc))
             w = torso.fc.weight  # [256, 2592]: orthonormal rows times the gain
             torch.testing.assert_close(w @ w.T, 2.0 * torch.eye(256), atol=1e-4, rtol=0)
     assert rms["orthogonal"] > 5 * rms["torch"], rms
