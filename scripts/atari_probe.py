@@ -58,16 +58,19 @@ def readout(config: str, overrides: list[str], updates: int, T: int = 20, B: int
     spec = {"obs_shapes": {"pixels": obs.shape[3:]}, "num_actions": envs[0].action_space.n, "tasks": [cfg.env.game],
             "frames_per_step": 4}
     learner = Learner(cfg, spec, threads=1)
-    agent = learner.agent
+    agent, dev = learner.agent, learner.device  # the learner's device: a GPU where there is one
 
     def inputs(u: int) -> dict:
-        zeros = lambda dtype: torch.zeros(T, B, dtype=dtype)  # noqa: E731
-        return {"pixels": torch.from_numpy(obs[u]), "last_action": zeros(torch.long),
+        zeros = lambda dtype: torch.zeros(T, B, dtype=dtype, device=dev)  # noqa: E731
+        return {"pixels": torch.from_numpy(obs[u]).to(dev), "last_action": zeros(torch.long),
                 "last_reward": zeros(torch.float32), "reset": zeros(torch.bool)}
+
+    def targets(u: int) -> torch.Tensor:
+        return torch.from_numpy(target[u]).to(dev)
 
     def explained_variance() -> float:
         with torch.no_grad():
-            errors = [float(((agent(inputs(u), agent.initial_state(B))[0].value - torch.from_numpy(target[u])) ** 2).mean())
+            errors = [float(((agent(inputs(u), agent.initial_state(B, dev))[0].value - targets(u)) ** 2).mean())
                       for u in range(n_train, n_train + n_test)]
         return 1.0 - float(np.mean(errors))  # targets are standardised
 
@@ -77,8 +80,8 @@ def readout(config: str, overrides: list[str], updates: int, T: int = 20, B: int
           f"{cfg.agent.torso_options.get('init', 'torch')}: explained variance {history[0][1]:.3f} at 0 updates", flush=True)
     for k in range(1, updates + 1):
         u = int(rng.integers(n_train))
-        out, _ = agent(inputs(u), agent.initial_state(B))
-        loss = 0.5 * ((out.value - torch.from_numpy(target[u])) ** 2).sum()
+        out, _ = agent(inputs(u), agent.initial_state(B, dev))
+        loss = 0.5 * ((out.value - targets(u)) ** 2).sum()
         learner.step(loss)
         if k % every == 0:
             history.append((k, explained_variance()))
