@@ -363,7 +363,10 @@ def run_compare(path: str, dry_run: bool = False, max_concurrent: int | None = N
     if dry_run:
         return {"out": str(out_dir), "trials": status, "failed": {}, "results": None}
     out_dir.mkdir(parents=True, exist_ok=True)
-    run_jobs = functools.partial(_run_jobs, spec=spec, cfg=trials[0].cfg, max_concurrent=max_concurrent, quiet=quiet)
+    # Ray is sized for the hungriest trial: a matrix over presets (`base`) mixes runner counts,
+    # and a local instance sized for the first would leave a bigger trial's actors waiting forever.
+    widest = max((t.cfg for t in trials), key=lambda c: (c.runtime.num_runners + c.runtime.learner_cpus) if c.runtime.num_runners else 0)
+    run_jobs = functools.partial(_run_jobs, spec=spec, cfg=widest, max_concurrent=max_concurrent, quiet=quiet)
     if spec.pbt.enabled:
         ran, failed = pbt_mod.run_population(spec, trials, out_dir, run_jobs, quiet)
         status.update({t.slug: "trained" if t.slug in ran else "skipped" for t in trials})

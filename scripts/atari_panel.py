@@ -1,0 +1,219 @@
+"""``python -m scripts.atari_panel``: the Atari presets on a small panel of games, beside a
+published reference.
+
+Each learner preset (``configs/impala_atari.yaml``, ``configs/ppo_atari.yaml``) trains on
+Pong, Breakout, Boxing and Freeway for a frame budget and one or more seeds, through ``mira
+compare`` (``scripts/compare.py``): an interrupted panel continues where it stopped when the
+same command is run again, and raising ``--frames`` extends finished trials. On 2 cores the
+trials run one at a time (``--max-concurrent 1``); each trial is a whole ``mira train`` run
+with its preset's runners. The output directory then holds, besides the compare report:
+
+- ``panel.png``: training return (mean of the last 100 episodes) against frames, one plot
+  per game, one line per learner (the mean over seeds, with the seeds' range shaded), and
+  the RIMs paper's LSTM-PPO score at 40M frames and the human score as dashed lines;
+- ``panel.md``: per game and learner, the frames, seeds, wall time, final training return
+  (mean over seeds), its human-normalised score (``envs/data/atari57_random_human.csv``),
+  and beside it the LSTM-PPO column of the RIMs paper's Table 7 (Goyal et al. 2019,
+  ``envs/data/rims_paper_table7_lstm_vs_rims_ppo.csv``: PPO with an LSTM core, 40M frames,
+  mean and error over 3 seeds as printed) with the human score.
+
+The score is the training return of whole games over the last 100 episodes, the figure the
+paper tables and IMPALA's and PPO's curves report; no separate evaluation runs.
+
+    python -m scripts.atari_panel --frames 1e7                       # both presets, 4 games, seed 0
+    python -m scripts.atari_panel --learners impala --seeds 0 1 --frames 2e7
+    python -m scripts.atari_panel --dry-run                          # list the trials and their state
+    python -m scripts.atari_panel --frames 1e7 runtime.num_runners=15   # overrides for every trial
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import sys
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+PRESETS = {"impala": "configs/impala_atari.yaml", "ppo": "configs/ppo_atari.yaml"}
+GAMES = ("Pong", "Breakout", "Boxing", "Freeway")
+REFERENCE = "rims_paper_table7_lstm_vs_rims_ppo.csv"
+REFERENCE_LABEL = "RIMs paper, LSTM-PPO, 40M frames (Goyal et al. 2019, Table 7)"
+
+
+def reference_scores() -> dict[str, tuple[float, float]]:
+    """Game -> (LSTM-PPO mean, its error) from the RIMs paper's Table 7."""
+    with open(ROOT / "envs" / "data" / REFERENCE, newline="") as f:
+        return {row["game"]: (float(row["lstm_ppo_mean"]), float(row["lstm_ppo_err"])) for row in csv.DictReader(f)}
+
+
+def compare_file(out: Path, frames: float, games, learners, seeds, overrides: list[str]) -> Path:
+    """Write the compare file that runs the panel; returns its path."""
+    import yaml
+
+    common: dict = {"run.total_frames": float(frames)}
+    for item in overrides:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise SystemExit(f"atari_panel: error: override {item!r} is not dotted.key=value")
+        common[key] = yaml.safe_load(value)
+    spec = {
+        "name": "atari_panel", "out": str(out.resolve()), "overrides": common,
+        "matrix": {"base": [str(ROOT / PRESETS[name]) for name in learners], "env.game": list(games)},
+        "seeds": [int(s) for s in seeds], "aggregate": "mean", "evaluate": {"episodes": 0},
+    }
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / "panel_compare.yaml"
+    path.write_text(yaml.safe_dump(spec, sort_keys=False))
+    return path
+
+
+def learner_of(base: str) -> str:
+    stem = Path(base).stem
+    return next((name for name, preset in PRESETS.items() if Path(preset).stem == stem), stem)
+
+
+def collect(trials) -> dict:
+    """(game, learner) -> {"seeds", "frames", "wall_time_s", "returns", "curves"} from each trial's
+    summary.json and TensorBoard events (trials without a summary yet are left out)."""
+    import json
+
+    from scripts.report import learning_curve
+
+    cells: dict = {}
+    for t in trials:
+        summary_path = t.dir / "summary.json"
+        if not summary_path.is_file():
+            continue
+        summary = json.loads(summary_path.read_text())
+        cell = cells.setdefault((t.cfg.env.game, learner_of(t.base)),
+                                {"seeds": [], "frames": [], "wall_time_s": [], "returns": [], "curves": []})
+        cell["seeds"].append(t.seed)
+        cell["frames"].append(int(summary["frames"]))
+        cell["wall_time_s"].append(float(summary["wall_time_s"]))
+        cell["returns"].append(summary.get("episode_return_mean"))
+        cell["curves"].append(learning_curve(t.dir))
+    return cells
+
+
+def _num(x, digits: int = 1) -> str:
+    return "n/a" if x is None or (isinstance(x, float) and np.isnan(x)) else f"{x:,.{digits}f}"
+
+
+def table(cells: dict, games, learners) -> str:
+    """The markdown table of final scores beside the reference and human scores."""
+    from envs.scores import human_normalized, reference_scores as random_human
+
+    ref = reference_scores()
+    lines = ["| game | learner | frames | seeds | wall time | return (last 100) | human-normalised | "
+             f"{REFERENCE_LABEL} | human |", "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    for game in games:
+        paper = ref.get(game)
+        human = random_human("atari", game)[1]
+        for learner in learners:
+            cell = cells.get((game, learner))
+            returns = [r for r in (cell or {}).get("returns", []) if r is not None]
+            mean = float(np.mean(returns)) if returns else None
+            frames = f"{np.mean(cell['frames']):,.0f}" if cell else "not run"
+            wall = f"{np.mean(cell['wall_time_s']) / 60:.0f} min" if cell else ""
+            seeds = str(len(cell["seeds"])) if cell else "0"
+            hns = None if mean is None else human_normalized(game, mean)
+            lines.append(f"| {game} | {learner} | {frames} | {seeds} | {wall} | {_num(mean)} | "
+                         f"{_num(hns, 0) + ' %' if hns is not None else 'n/a'} | "
+                         f"{f'{paper[0]:,.0f} ± {paper[1]:,.0f}' if paper else 'n/a'} | {_num(human)} |")
+    return "\n".join(lines)
+
+
+def plot(cells: dict, games, learners, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from envs.scores import reference_scores as random_human
+
+    ref = reference_scores()
+    cols = 2 if len(games) > 1 else 1
+    rows = (len(games) + cols - 1) // cols
+    fig, axes = plt.subplots(rows, cols, figsize=(6 * cols, 4 * rows), squeeze=False)
+    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    for ax, game in zip(axes.flat, games):
+        for i, learner in enumerate(learners):
+            cell = cells.get((game, learner))
+            curves = [c for c in (cell or {}).get("curves", []) if len(c[0])]
+            if not curves:
+                continue
+            top = min(c[0][-1] for c in curves)
+            grid = np.linspace(min(c[0][0] for c in curves), top, 200)
+            ys = np.array([np.interp(grid, x, y) for x, y in curves])
+            ax.plot(grid / 1e6, ys.mean(0), color=colors[i % len(colors)], label=f"mira {learner} ({len(curves)} seed(s))")
+            if len(curves) > 1:
+                ax.fill_between(grid / 1e6, ys.min(0), ys.max(0), color=colors[i % len(colors)], alpha=0.2)
+        if game in ref:
+            ax.axhline(ref[game][0], color="k", ls="--", lw=1, label="RIMs paper LSTM-PPO @ 40M")
+        ax.axhline(random_human("atari", game)[1], color="grey", ls=":", lw=1, label="human")
+        ax.set_title(game)
+        ax.set_xlabel("frames (millions)")
+        ax.set_ylabel("training return (last 100 episodes)")
+        ax.legend(fontsize=7)
+    for ax in list(axes.flat)[len(games):]:
+        ax.axis("off")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m scripts.atari_panel", description=__doc__.split("\n\n")[0])
+    p.add_argument("overrides", nargs="*", metavar="dotted.key=value", help="applied to every trial")
+    p.add_argument("--frames", type=float, default=1e7, help="frames per trial (default 1e7)")
+    p.add_argument("--games", nargs="+", default=list(GAMES), metavar="GAME")
+    p.add_argument("--learners", nargs="+", default=list(PRESETS), choices=list(PRESETS))
+    p.add_argument("--seeds", nargs="+", type=int, default=[0])
+    p.add_argument("--out", default="runs/atari_panel", help="output directory (default runs/atari_panel)")
+    p.add_argument("--max-concurrent", type=int, default=1, metavar="N", help="trials at once (default 1: 2 cores)")
+    p.add_argument("--dry-run", action="store_true", help="validate every trial and list what would run")
+    args = p.parse_args(argv)
+    from envs.scores import reference_scores as random_human
+    from learners.config import ConfigError
+    from scripts.compare import load_spec, run_compare
+
+    if args.frames <= 0:
+        p.error(f"--frames must be positive, got {args.frames:g}")
+    ref = reference_scores()
+    for game in args.games:
+        try:
+            random_human("atari", game)
+        except KeyError as e:
+            p.error(f"{e.args[0]} (the panel needs a game's random and human scores)")
+        if game not in ref:
+            print(f"[panel] {game} has no row in the RIMs paper's Table 7; its reference column reads n/a", file=sys.stderr)
+    out = Path(args.out)
+    path = compare_file(out, args.frames, args.games, args.learners, args.seeds, args.overrides)
+    try:
+        result = run_compare(str(path), dry_run=args.dry_run, max_concurrent=args.max_concurrent)
+        if args.dry_run:
+            return 0
+        _, trials, _ = load_spec(path)
+    except ConfigError as e:
+        print(f"atari_panel: error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+    cells = collect(trials)
+    plot(cells, args.games, args.learners, out / "panel.png")
+    text = "\n".join([
+        f"# Atari panel: {', '.join(args.learners)} on {', '.join(args.games)}", "",
+        f"Target {args.frames:,.0f} frames per trial, seeds {', '.join(map(str, args.seeds))}; return = training "
+        "return of whole games, mean of the last 100 episodes, mean over seeds; human-normalised = "
+        "100 (score - random) / (human - random) with envs/data/atari57_random_human.csv. The reference column "
+        "is the paper's, at 40M frames; ours at the frames shown.", "",
+        table(cells, args.games, args.learners), "", "![panel](panel.png)", ""])
+    (out / "panel.md").write_text(text)
+    print(f"[panel] wrote {out / 'panel.md'} and {out / 'panel.png'}", file=sys.stderr)
+    return 1 if result["failed"] else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
