@@ -10,6 +10,7 @@ the expected type, and bad combinations fail with a sentence that says what to c
 from __future__ import annotations
 
 import dataclasses
+import math
 import types
 import typing
 from dataclasses import dataclass, field
@@ -87,6 +88,7 @@ class LearnerConfig:
     popart: bool = False  # per-task PopArt value normalisation (Hessel et al. 2019)
     popart_beta: float = 3e-4  # PopArt statistics step size
     mixed_precision: bool = False  # bfloat16 autocast for the learner forward on CUDA
+    max_skipped_updates: int = 5  # stop the run after this many updates in a row with a non-finite loss or gradient
     optimizer: OptimizerConfig = field(default_factory=OptimizerConfig)
 
 
@@ -190,6 +192,27 @@ def _set_dotted(data: dict, dotted: str, value: Any) -> None:
     node[keys[-1]] = value
 
 
+def _yaml_problem(e: yaml.YAMLError) -> str:
+    mark = getattr(e, "problem_mark", None)
+    where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark is not None else ""
+    return f"{where}{getattr(e, 'problem', None) or e}"
+
+
+def read_yaml(path: Path) -> Any:
+    """A YAML file's contents; unreadable text or a syntax error is a ConfigError naming the
+    file and the line."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as e:
+        raise ConfigError(f"{path}: not UTF-8 text (byte {e.start} is 0x{e.object[e.start]:02x}); is it a YAML config?") from None
+    except OSError as e:
+        raise ConfigError(f"{path}: cannot read it ({e.strerror})") from None
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        raise ConfigError(f"{path}: YAML syntax error at {_yaml_problem(e)}") from None
+
+
 def parse_overrides(overrides: list[str]) -> list[tuple[str, Any]]:
     """``["a.b=3", "c=[1, 2]"]`` -> ``[("a.b", 3), ("c", [1, 2])]`` (values parsed as YAML)."""
     out = []
@@ -197,8 +220,79 @@ def parse_overrides(overrides: list[str]) -> list[tuple[str, Any]]:
         if "=" not in item:
             raise ConfigError(f"override {item!r} is not of the form dotted.key=value")
         key, raw = item.split("=", 1)
-        out.append((key.strip(), yaml.safe_load(raw) if raw.strip() else ""))
+        try:
+            value = yaml.safe_load(raw) if raw.strip() else ""
+        except yaml.YAMLError as e:
+            raise ConfigError(f"override {item!r}: the value is not valid YAML ({_yaml_problem(e)})") from None
+        out.append((key.strip(), value))
     return out
+
+
+# Numeric ranges, checked on load: key -> (low, high, low open, high open); None = unbounded.
+RANGES: dict[str, tuple] = {
+    "run.total_frames": (0, None, True, False),
+    "run.checkpoint_every_s": (0, None, True, False),
+    "run.keep_checkpoints": (1, None, False, False),
+    "run.log_every_s": (0, None, True, False),
+    "runtime.num_runners": (0, None, False, False),
+    "runtime.envs_per_runner": (1, None, False, False),
+    "runtime.runners_per_task": (0, None, False, False),
+    "runtime.torch_threads": (1, None, False, False),
+    "runtime.learner_threads": (0, None, False, False),
+    "runtime.learner_cpus": (0, None, False, False),
+    "env.max_episode_frames": (1, None, False, False),
+    "env.frame_stack": (1, None, False, False),
+    "learner.unroll_length": (1, None, False, False),
+    "learner.batch_size": (1, None, False, False),
+    "learner.gamma": (0, 1, True, False),
+    "learner.entropy_cost": (0, None, False, False),
+    "learner.baseline_cost": (0, None, False, False),
+    "learner.lambda_": (0, 1, False, False),
+    "learner.clip_rho_threshold": (0, None, True, False),
+    "learner.clip_pg_rho_threshold": (0, None, True, False),
+    "learner.clip_c_threshold": (0, None, True, False),
+    "learner.epochs": (1, None, False, False),
+    "learner.minibatches": (1, None, False, False),
+    "learner.recurrence": (0, None, False, False),
+    "learner.clip_eps": (0, None, True, False),
+    "learner.target_kl": (0, None, False, False),
+    "learner.popart_beta": (0, 1, True, False),
+    "learner.max_skipped_updates": (1, None, False, False),
+    "learner.optimizer.lr": (0, None, True, False),
+    "learner.optimizer.alpha": (0, 1, False, True),
+    "learner.optimizer.eps": (0, None, False, False),
+    "learner.optimizer.momentum": (0, 1, False, True),
+    "learner.optimizer.max_grad_norm": (0, None, True, False),
+    "eval.every_frames": (0, None, False, False),
+    "eval.episodes": (1, None, False, False),
+}
+
+
+def _interval(low, high, low_open: bool, high_open: bool) -> str:
+    if high is None:
+        return f"{'>' if low_open else '>='} {low}"
+    return f"in {'(' if low_open else '['}{low}, {high}{')' if high_open else ']'}"
+
+
+def check_range(key: str, value, low, high, low_open: bool = False, high_open: bool = False) -> None:
+    """ConfigError naming ``key`` unless ``value`` is finite and inside the interval."""
+    ok = isinstance(value, (int, float)) and math.isfinite(value)
+    ok = ok and (low is None or (value > low if low_open else value >= low))
+    ok = ok and (high is None or (value < high if high_open else value <= high))
+    if not ok:
+        raise ConfigError(f"{key} must be {_interval(low, high, low_open, high_open)}, got {value!r}")
+
+
+def _check_option_ranges(options: dict, key: str) -> None:
+    """Component options: every integer is a size or a count (>= 1), every ``*dropout`` a
+    probability in [0, 1)."""
+    for name, value in options.items():
+        if isinstance(value, bool):
+            continue
+        if isinstance(value, int):
+            check_range(f"{key}.{name}", value, 1, None)
+        elif isinstance(value, float) and name.endswith("dropout"):
+            check_range(f"{key}.{name}", value, 0, 1, False, True)
 
 
 def load_config(path: str | Path | None = None, overrides: list[str] | None = None, base: dict | None = None,
@@ -209,7 +303,7 @@ def load_config(path: str | Path | None = None, overrides: list[str] | None = No
         p = Path(path)
         if not p.is_file():
             raise ConfigError(f"config file {str(p)!r} does not exist")
-        data = yaml.safe_load(p.read_text()) or {}
+        data = read_yaml(p) or {}
         if not isinstance(data, dict):
             raise ConfigError(f"{p}: expected a mapping of sections at the top level")
     for key, value in parse_overrides(overrides or []):
@@ -270,6 +364,13 @@ def validate(cfg: ExperimentConfig, runtime: bool = True) -> None:
     for ok, message in checks:
         if not ok:
             raise ConfigError(message)
+    for key, bounds in RANGES.items():
+        node = cfg
+        for part in key.split("."):
+            node = getattr(node, part)
+        check_range(key, node, *bounds)
+    for section in ("torso", "core", "head"):
+        _check_option_ranges(getattr(a, f"{section}_options"), f"agent.{section}_options")
     if not runtime:
         return
     _check_task_dealing(cfg)

@@ -67,6 +67,6 @@ def impala_update(learner, batch: dict, state: tuple) -> dict:
     """One RMSProp (or Adam) step on the batch; PopArt statistics move after it."""
     loss, metrics = impala_loss(learner.forward(batch, state), batch, learner.lcfg, learner.popart)
     metrics["grad_norm"] = learner.step(loss)
-    if learner.popart is not None:
+    if learner.popart is not None and not learner.step_skipped:
         metrics.update(learner.popart.update())
     return metrics

@@ -17,6 +17,7 @@ import torch
 from agents.agent import Agent
 from envs.trajectory import Trajectory
 from learners.algorithms import LEARNERS
+from learners.config import ConfigError
 from learners.optim import RMSpropTF
 
 
@@ -24,7 +25,7 @@ def resolve_device(name: str) -> torch.device:
     if name == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     if name.startswith("cuda") and not torch.cuda.is_available():
-        raise RuntimeError("learner.device=cuda but this learner sees no CUDA device; use learner.device=auto or cpu")
+        raise ConfigError("learner.device=cuda but this learner sees no CUDA device; use learner.device=auto or cpu")
     return torch.device(name)
 
 
@@ -60,6 +61,10 @@ class Learner:
 
             self.popart = PopArt(self.agent.value_output, len(spec["tasks"]), beta=self.lcfg.popart_beta).to(self.device)
         self.version = 0  # number of parameter updates so far = the policy version
+        self.step_skipped = False  # a step of the current update met a non-finite loss or gradient
+        self.skipped_updates = 0  # updates skipped by the divergence guard (``step``), in all
+        self.skipped_in_row = 0
+        self.last_good_version = 0
         self.frames = 0  # environment frames consumed by updates (drives the lr schedule)
         self.frames_per_step = spec["frames_per_step"]
 
@@ -98,12 +103,24 @@ class Learner:
         return o.lr * max(0.0, 1.0 - self.frames / self.cfg.run.total_frames)
 
     def step(self, loss: torch.Tensor) -> float:
-        """One optimizer step at the scheduled lr; returns the pre-clip gradient norm."""
+        """One optimizer step at the scheduled lr; returns the pre-clip gradient norm.
+
+        Divergence guard: a non-finite loss or gradient norm skips the step (weights and
+        optimizer state untouched) and marks the current update as skipped; ``update``
+        counts such updates and reports the run as diverged after
+        ``learner.max_skipped_updates`` of them in a row."""
         for group in self.optimizer.param_groups:
             group["lr"] = self.lr()
         self.optimizer.zero_grad(set_to_none=True)
+        if not bool(torch.isfinite(loss.detach())):
+            self.step_skipped = True
+            return float("nan")
         loss.backward()
         grad_norm = torch.nn.utils.clip_grad_norm_(self.agent.parameters(), self.lcfg.optimizer.max_grad_norm)
+        if not bool(torch.isfinite(grad_norm)):
+            self.optimizer.zero_grad(set_to_none=True)
+            self.step_skipped = True
+            return float(grad_norm)
         self.optimizer.step()
         return float(grad_norm)
 
@@ -112,15 +129,27 @@ class Learner:
         start = time.perf_counter()
         lags = [self.version - t.policy_version for t in trajectories]
         batch, state = self.to_batch(list(trajectories))
+        self.step_skipped = False
         metrics = LEARNERS.get(self.lcfg.name).update(self, batch, state)
         T, B = batch["reset"].shape[0] - 1, batch["reset"].shape[1]
         self.frames += T * B * self.frames_per_step
         self.version += 1
+        if self.step_skipped:
+            self.skipped_updates += 1
+            self.skipped_in_row += 1
+        else:
+            self.skipped_in_row = 0
+            self.last_good_version = self.version
         metrics = {k: float(v) for k, v in metrics.items()}
         metrics.update(
             lr=self.lr(), policy_lag=float(np.mean(lags)), update_s=time.perf_counter() - start,
+            skipped_updates=float(self.skipped_updates),
             frames=float(self.frames),  # the driver's frame count (popped before logging)
         )
+        if self.skipped_in_row >= self.lcfg.max_skipped_updates:
+            # Popped by the driver, which stops the run: the weights are still those of
+            # update ``last_good_version`` (skipped steps never touch them).
+            metrics["diverged"] = float(self.last_good_version)
         for k, v in self.agent.diagnostics().items():
             v = v.detach().cpu().reshape(-1)
             for i, x in enumerate(v.tolist()):

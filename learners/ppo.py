@@ -139,6 +139,6 @@ def ppo_update(learner, batch: dict, state: tuple) -> dict:
             break
     result = {k: float(np.mean(v)) for k, v in history.items()}
     result["epochs_done"] = epoch + 1
-    if learner.popart is not None:
+    if learner.popart is not None and not learner.step_skipped:
         result.update(learner.popart.update())
     return result

@@ -30,6 +30,12 @@ def git_revision() -> str:
         return "unknown"
 
 
+def nonfinite_tensors(tensors: dict) -> list[str]:
+    """Names of the floating-point tensors in ``tensors`` holding a NaN or an infinity."""
+    return [k for k, v in tensors.items()
+            if isinstance(v, torch.Tensor) and v.is_floating_point() and not bool(torch.isfinite(v).all())]
+
+
 class RunDir:
     def __init__(self, path: str | Path):
         self.path = Path(path)
@@ -96,7 +102,17 @@ class RunDir:
 
     @staticmethod
     def load_checkpoint(path: str | Path) -> dict:
-        return torch.load(path, map_location="cpu", weights_only=True)
+        """A checkpoint's state; one whose agent weights are not all finite is refused with a
+        ConfigError naming the checkpoints that are left (never resume or evaluate NaN weights)."""
+        state = torch.load(path, map_location="cpu", weights_only=True)
+        bad = nonfinite_tensors(state.get("learner", {}).get("agent", {}))
+        if bad:
+            others = [p.name for p in RunDir(Path(path).parent.parent).checkpoint_paths() if p != Path(path)]
+            raise ConfigError(
+                f"checkpoint {path} holds non-finite weights ({', '.join(bad[:3])}{', ...' if len(bad) > 3 else ''}); "
+                f"use an earlier one ({', '.join(others) if others else 'none left in its checkpoints/'})"
+            )
+        return state
 
     def write_summary(self, summary: dict) -> None:
         (self.path / "summary.json").write_text(json.dumps(summary, indent=2))

@@ -17,7 +17,7 @@ import numpy as np
 from learners.algorithms import LEARNERS
 from learners.logbook import EpisodeStats, Logbook
 from learners.orchestration import Fleet, call, connect, data_lost, get, learner_wants_gpu, runner_failed, wait_one
-from learners.run_dir import RunDir
+from learners.run_dir import RunDir, nonfinite_tensors
 
 log = logging.getLogger("mira")
 
@@ -100,6 +100,7 @@ class Trainer:
         self.stats = EpisodeStats(self.spec["tasks"])
         self.wall_before = 0.0
         self.lost_unrolls = 0
+        self.diverged = None  # (update, last good update) once the learner's divergence guard gives up
         if resume_from is not None:
             state = RunDir.load_checkpoint(resume_from)
             get(call(self.learner, "load_state_dict", state["learner"]))
@@ -142,6 +143,10 @@ class Trainer:
 
     def _absorb(self, metrics: dict) -> None:
         self.frames = int(metrics.pop("frames"))
+        if "diverged" in metrics:
+            last_good = int(metrics.pop("diverged"))
+            if self.diverged is None:  # the first report counts; an update already in flight may add one
+                self.diverged = (last_good + self.cfg.learner.max_skipped_updates, last_good)
         for k, v in metrics.items():
             self.metrics_acc[k].append(v)
 
@@ -159,7 +164,8 @@ class Trainer:
         extra = f"lag {means.get('policy_lag', 0):.1f}" if "policy_lag" in means else ""
         self.log.progress(self.frames, fps, self.stats, extra)
 
-    def checkpoint(self) -> None:
+    def checkpoint(self):
+        """Write a checkpoint; returns its path (None if the weights are not finite)."""
         from learners.config import to_dict
 
         state = {
@@ -170,7 +176,12 @@ class Trainer:
                 "lost_unrolls": self.lost_unrolls,
             },
         }
-        self.run.save_checkpoint(state, self.frames, self.cfg.run.keep_checkpoints)
+        bad = nonfinite_tensors(state["learner"]["agent"])
+        if bad:  # the guard keeps weights finite; never write a checkpoint that could not be resumed
+            log.error("not writing a checkpoint: the weights hold non-finite values (%s); the last good one "
+                      "is %s", ", ".join(bad[:3]), self.run.latest_checkpoint())
+            return None
+        return self.run.save_checkpoint(state, self.frames, self.cfg.run.keep_checkpoints)
 
     def wall_time(self) -> float:
         return self.wall_before + time.time() - self._start
@@ -186,7 +197,7 @@ class Trainer:
         with StopFlag() as flag:
             loop = self._lock_step_loop if LEARNERS.get(cfg.learner.name).lock_step else self._impala_loop
             interrupted = loop(flag)
-        self.checkpoint()
+        final = self.checkpoint()
         now = time.time()
         self._log(now)
         summary = {
@@ -199,6 +210,10 @@ class Trainer:
             "updates": self.version,
             "lost_unrolls": self.lost_unrolls,
             "interrupted": interrupted,
+            "diverged": None if self.diverged is None else {
+                "update": self.diverged[0], "last_good_update": self.diverged[1],
+                "skipped_in_row": self.cfg.learner.max_skipped_updates, "checkpoint": final and str(final),
+            },
             "final_metrics": self.last_metrics,
         }
         self.run.write_summary(summary)
@@ -260,7 +275,7 @@ class Trainer:
         for i in range(len(self.fleet.runners)):
             send(i)
         update_ref, idle_since = None, time.time()
-        while self.frames < self.cfg.run.total_frames:
+        while self.frames < self.cfg.run.total_frames and not self.diverged:
             if self._periodic(flag):
                 return True
             waiting = list(inflight) + ([update_ref] if update_ref is not None else [])
@@ -277,7 +292,7 @@ class Trainer:
                     self.stats.add(info["episodes"])
                 if queue.add(index, traj if info is not None else None):
                     send(index)
-            if update_ref is None and queue.ready():
+            if update_ref is None and queue.ready() and not self.diverged:
                 self._queue_wait += time.time() - idle_since
                 batch, released = queue.take()
                 update_ref = call(self.learner, "update", *batch)
@@ -289,7 +304,7 @@ class Trainer:
 
     def _lock_step_loop(self, flag) -> bool:
         n = len(self.fleet.runners)
-        while self.frames < self.cfg.run.total_frames:
+        while self.frames < self.cfg.run.total_frames and not self.diverged:
             if self._periodic(flag):
                 return True
             trajs: list = [None] * n

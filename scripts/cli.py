@@ -28,6 +28,7 @@ def _train(args) -> int:
         ckpt = run.latest_checkpoint()
         if ckpt is None:
             raise ConfigError(f"cannot resume: {args.resume} has no checkpoint in checkpoints/")
+        RunDir.load_checkpoint(ckpt)  # refused here, before anything starts, if its weights are not finite
         cfg = run.resume_config(args.overrides)
         print(f"[mira] resuming {run.path} from {ckpt.name}", file=sys.stderr)
     else:
@@ -38,6 +39,13 @@ def _train(args) -> int:
         ckpt = None
     print(f"[mira] run directory: {run.path}", file=sys.stderr)
     summary = Trainer(cfg, run, resume_from=ckpt, quiet=args.quiet).train()
+    if summary.get("diverged"):
+        d = summary["diverged"]
+        print(f"[mira] diverged: updates {d['last_good_update'] + 1}-{d['update']} had a non-finite loss or gradient "
+              f"({d['skipped_in_row']} in a row) and were skipped; stopped at {summary['frames']:,} frames with the "
+              f"weights of update {d['last_good_update']}, written to {d['checkpoint'] or 'no checkpoint (see the log)'}",
+              file=sys.stderr)
+        return 3
     ret = summary["episode_return_mean"]
     print(
         f"[mira] done: {summary['frames']:,} frames in {summary['wall_time_s']:.0f}s, "

@@ -46,7 +46,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from learners.config import ConfigError, ExperimentConfig, from_dict, load_config
+from learners.config import ConfigError, ExperimentConfig, from_dict, load_config, read_yaml
 from scripts.pbt import PBTSpec
 
 AGGREGATES = ("median", "mean", "iqm", "capped_mean")
@@ -140,12 +140,10 @@ def _slug(settings: dict) -> str:
 
 def load_spec(path: str | Path, out: str | None = None) -> tuple[CompareSpec, list[Trial], Path]:
     """Read a compare file and validate every trial's config (nothing runs): (spec, trials, out dir)."""
-    import yaml
-
     path = Path(path)
     if not path.is_file():
         raise ConfigError(f"compare file {str(path)!r} does not exist")
-    raw = yaml.safe_load(path.read_text()) or {}
+    raw = read_yaml(path) or {}
     spec = from_dict(CompareSpec, raw)
     if "run.seed" in _flatten(spec.overrides):
         raise ConfigError("overrides.run.seed would be replaced by each trial's seed; list the seeds in `seeds:`")

@@ -40,7 +40,19 @@ def test_core_options_are_filled_and_typed():
         ("run.total_frames=abc", ["run.total_frames", "integer"]),
         ("agent.core_options.hidden=3", ["agent.core_options.hidden", "hidden_size"]),
         ("learner.name=a2c", ["learner.name: unknown learner 'a2c'", "impala, ppo"]),
-        ("learner.batch_size=0", ["learner.batch_size=0", "multiple of"]),
+        ("learner.batch_size=0", ["learner.batch_size must be >= 1, got 0"]),
+        # Ranges, checked on load (issue 14): each of these used to start a run or crash later.
+        ("learner.optimizer.lr=-1", ["learner.optimizer.lr must be > 0, got -1.0"]),
+        ("learner.optimizer.lr=.inf", ["learner.optimizer.lr must be > 0, got inf"]),
+        ("learner.gamma=1.5", ["learner.gamma must be in (0, 1], got 1.5"]),
+        ("learner.lambda_=-0.1", ["learner.lambda_ must be in [0, 1]"]),
+        ("learner.optimizer.alpha=1", ["learner.optimizer.alpha must be in [0, 1), got 1.0"]),
+        ("learner.optimizer.max_grad_norm=0", ["learner.optimizer.max_grad_norm must be > 0"]),
+        ("learner.entropy_cost=.nan", ["learner.entropy_cost must be >= 0, got nan"]),
+        ("runtime.envs_per_runner=0", ["runtime.envs_per_runner must be at least 1"]),
+        ("agent.core_options.hidden_size=-3", ["agent.core_options.hidden_size must be >= 1, got -3"]),
+        ("agent.core=rims;agent.core_options={input_dropout: 1.5}", ["agent.core_options", "input_dropout must be in [0, 1)"]),
+        ("learner.gamma=[1", ["override 'learner.gamma=[1'", "not valid YAML", "line 1"]),
         ("learner.batch_size=30", ["multiple of", "envs_per_runner"]),
         ("env.level=MiniGrid-Emty-5x5-v0", ["env.level", "unknown minigrid id", "MiniGrid-Empty-5x5-v0"]),
         ("env.suite=atari;env.game=Pongg", ["env.game", "unknown atari id 'Pongg'", "Pong"]),
@@ -76,3 +88,15 @@ def test_evaluation_loads_configs_whose_runner_layout_training_would_reject():
     with pytest.raises(ConfigError, match="8 runners"):
         load_config(None, layout)
     assert load_config(None, layout, runtime=False).runtime.num_runners == 8
+
+
+def test_unreadable_and_malformed_config_files_are_one_line_errors(tmp_path, capsys):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("run:\n  total_frames: [1\nlearner:\n  gamma: 0.99\n")
+    with pytest.raises(ConfigError, match=r"bad.yaml: YAML syntax error at line \d+, column \d+"):
+        load_config(bad)
+    binary = tmp_path / "binary.yaml"
+    binary.write_bytes(b"\xff\xfe\x00run: {}")
+    assert main(["train", str(binary)]) == 2
+    err = capsys.readouterr().err
+    assert "binary.yaml: not UTF-8 text (byte 0 is 0xff)" in err and len(err.strip().splitlines()) == 1

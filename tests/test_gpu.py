@@ -6,6 +6,7 @@ import pytest
 import torch
 
 from envs.runner import EnvRunner
+from learners.config import ConfigError
 from learners.learner import Learner, resolve_device
 
 cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
@@ -16,7 +17,7 @@ def test_auto_device_falls_back_to_cpu_without_cuda():
         assert resolve_device("auto").type == "cuda"
     else:
         assert resolve_device("auto").type == "cpu"
-        with pytest.raises(RuntimeError, match="no CUDA device"):
+        with pytest.raises(ConfigError, match="no CUDA device"):
             resolve_device("cuda")
 
 

@@ -167,3 +167,73 @@ def test_unroll_queue_parks_runners_while_two_batches_wait():
     q1 = UnrollQueue(per_update=1)
     for r in range(10):
         assert q1.add(r % 2, r) and q1.take() == ([r], [])
+
+
+def _nonfinite_loss_after(monkeypatch, updates: int, how: str = "loss"):
+    """Force a divergence: from IMPALA update ``updates + 1`` on, the loss is NaN (``loss``) or
+    finite with a non-finite gradient (``grad``: sqrt(|w - w|) has an infinite slope at 0)."""
+    import learners.impala as impala
+
+    real, calls = impala.impala_loss, {"n": 0}
+
+    def loss(out, *args, **kwargs):
+        value, metrics = real(out, *args, **kwargs)
+        calls["n"] += 1
+        if calls["n"] > updates:
+            value = value * float("nan") if how == "loss" else value + (out.value - out.value.detach()).abs().sqrt().sum()
+        return value, metrics
+
+    monkeypatch.setattr(impala, "impala_loss", loss)
+
+
+@pytest.mark.parametrize("how", ["loss", "grad"])
+def test_nonfinite_update_is_skipped_and_leaves_weights_and_optimizer_alone(small_cfg, monkeypatch, how):
+    from envs.runner import EnvRunner
+    from learners.learner import Learner
+
+    cfg = small_cfg()
+    runner = EnvRunner(cfg.env, cfg.agent, envs_per_runner=4, unroll_length=5)
+    learner = Learner(cfg, runner.spec())
+    assert learner.update(runner.rollout())["skipped_updates"] == 0
+    _nonfinite_loss_after(monkeypatch, 0, how)
+    weights = {k: v.clone() for k, v in learner.agent.state_dict().items()}
+    square_avg = [s["square_avg"].clone() for s in learner.optimizer.state.values()]
+    metrics = learner.update(runner.rollout())
+    assert metrics["skipped_updates"] == 1 and "diverged" not in metrics
+    assert all(torch.equal(weights[k], v) for k, v in learner.agent.state_dict().items())
+    assert all(torch.equal(a, s["square_avg"]) for a, s in zip(square_avg, learner.optimizer.state.values()))
+    for _ in range(cfg.learner.max_skipped_updates - 1):
+        metrics = learner.update(runner.rollout())
+    assert metrics["skipped_updates"] == 5 and metrics["diverged"] == 1  # the weights are still update 1's
+
+
+def test_diverging_run_stops_with_exit_3_and_its_last_good_weights(tmp_path, monkeypatch, capsys):
+    from scripts.cli import main
+
+    _nonfinite_loss_after(monkeypatch, 3)
+    overrides = small_overrides(tmp_path, **{"run.total_frames": 10**6, "learner.max_skipped_updates": 4})
+    assert main(["train", str(ROOT / "configs/impala_minigrid.yaml"), *overrides]) == 3
+    err = capsys.readouterr().err
+    assert "[mira] diverged: updates 4-7 had a non-finite loss or gradient (4 in a row)" in err
+    assert "with the weights of update 3, written to" in err
+    run = RunDir(tmp_path / "run")
+    summary = json.loads((run.path / "summary.json").read_text())
+    assert summary["diverged"]["last_good_update"] == 3 and summary["updates"] == 7
+    state = RunDir.load_checkpoint(run.latest_checkpoint())  # refuses non-finite weights
+    assert state["learner"]["counters"]["version"] >= 7  # one more skipped update may have been in flight
+
+
+def test_resume_and_evaluate_refuse_a_checkpoint_with_nonfinite_weights(tmp_path, small_cfg, capsys):
+    from scripts.cli import main
+
+    cfg = small_cfg()
+    Trainer(cfg, RunDir.create(cfg, None), quiet=True).train()
+    path = RunDir(cfg.run.dir).latest_checkpoint()
+    state = torch.load(path, weights_only=True)
+    name = next(k for k, v in state["learner"]["agent"].items() if v.is_floating_point())
+    state["learner"]["agent"][name].view(-1)[0] = float("nan")
+    torch.save(state, path)
+    for argv in (["train", "--resume", cfg.run.dir], ["evaluate", cfg.run.dir, "--episodes", "1"]):
+        assert main(argv) == 2
+        err = capsys.readouterr().err.strip()
+        assert len(err.splitlines()) == 1 and f"holds non-finite weights ({name}" in err, err
