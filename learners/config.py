@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import sys
 import types
 import typing
 from dataclasses import dataclass, field
@@ -306,11 +307,29 @@ def load_config(path: str | Path | None = None, overrides: list[str] | None = No
         data = read_yaml(p) or {}
         if not isinstance(data, dict):
             raise ConfigError(f"{p}: expected a mapping of sections at the top level")
-    for key, value in parse_overrides(overrides or []):
+    parsed = parse_overrides(overrides or [])
+    _reset_switched_options(data, parsed)
+    for key, value in parsed:
         _set_dotted(data, key, value)
     cfg = from_dict(ExperimentConfig, data)
     validate(cfg, runtime)
     return cfg
+
+
+def _reset_switched_options(data: dict, parsed: list[tuple[str, Any]]) -> None:
+    """An override that switches ``agent.core``, ``agent.head`` or ``agent.torso`` to another
+    component drops the options the file set for the old one (they are rarely options of
+    the new one; option overrides given with the switch still apply); says so in one line."""
+    agent = data.get("agent") if isinstance(data.get("agent"), dict) else {}
+    for part in ("core", "head", "torso"):
+        new = next((v for k, v in reversed(parsed) if k == f"agent.{part}"), None)
+        old, options = agent.get(part), agent.get(f"{part}_options")
+        if new is None or new == old or not options:
+            continue
+        agent[f"{part}_options"] = {}
+        print(f"[mira] agent.{part}={new} replaces {old or 'the default'}: dropping the config's agent.{part}_options "
+              f"({', '.join(sorted(options))}); {new} uses its defaults (give agent.{part}_options.KEY=VALUE to set them)",
+              file=sys.stderr)
 
 
 def _resolve_options(registry, name: str, options: dict, key: str) -> dict:

@@ -7,6 +7,8 @@ import pytest
 from learners.config import ConfigError, load_config
 from scripts.cli import main
 
+ROOT = Path(__file__).resolve().parents[1]
+
 CONFIGS = sorted(Path(__file__).resolve().parents[1].joinpath("configs").glob("*.yaml"))
 
 
@@ -100,3 +102,17 @@ def test_unreadable_and_malformed_config_files_are_one_line_errors(tmp_path, cap
     assert main(["train", str(binary)]) == 2
     err = capsys.readouterr().err
     assert "binary.yaml: not UTF-8 text (byte 0 is 0xff)" in err and len(err.strip().splitlines()) == 1
+
+
+def test_switching_the_core_on_the_command_line_drops_the_old_cores_options(capsys):
+    # configs/impala_minigrid.yaml sets agent.core_options.hidden_size, which RIMs does not take.
+    cfg = load_config(ROOT / "configs/impala_minigrid.yaml", ["agent.core=rims"])
+    assert cfg.agent.core == "rims" and cfg.agent.core_options["num_units"] == 6
+    err = capsys.readouterr().err
+    assert "agent.core=rims replaces lstm: dropping the config's agent.core_options (hidden_size)" in err
+    cfg = load_config(ROOT / "configs/impala_minigrid.yaml", ["agent.core=rims", "agent.core_options.k_active=3"])
+    assert cfg.agent.core_options["k_active"] == 3  # options given with the switch apply to the new core
+    capsys.readouterr()
+    cfg = load_config(ROOT / "configs/impala_minigrid.yaml", ["agent.core=lstm"])  # no switch: options kept
+    assert "replaces" not in capsys.readouterr().err and cfg.agent.core_options["hidden_size"] == \
+        load_config(ROOT / "configs/impala_minigrid.yaml").agent.core_options["hidden_size"]
