@@ -101,19 +101,67 @@ def data_lost(error: BaseException) -> bool:
 # ---------------------------------------------------------------- cluster set-up
 
 
-def connect(cfg) -> None:
+def _check_reachable(address: str, timeout: float = 5.0) -> None:
+    """A ``host:port`` that does not answer fails now with a sentence, instead of Ray's
+    long GCS time-out (``auto`` and ``ray://`` addresses are left to Ray)."""
+    import socket
+
+    from learners.config import ConfigError
+
+    host, sep, port = address.rpartition(":")
+    if not sep or "://" in address or not port.isdigit():
+        return
+    try:
+        socket.create_connection((host or "127.0.0.1", int(port)), timeout=timeout).close()
+    except OSError as e:
+        raise ConfigError(
+            f"runtime.address={address}: no Ray cluster answers there ({e.strerror or e}); check that `ray start "
+            "--head` runs on that node and the port is open, or leave runtime.address empty for a local instance"
+        ) from None
+
+
+def start_ray(address: str, cpus: int, log_to_driver: bool = True):
+    """Join the cluster at ``address``, or (``""``) start a local instance with ``cpus`` CPUs;
+    returns the ``ray`` module. The one place mira starts Ray (``mira train`` and ``mira compare``)."""
     import ray
 
+    from learners.config import ConfigError
+
     if ray.is_initialized():
-        return
-    kwargs: dict[str, Any] = dict(include_dashboard=False, logging_level=logging.WARNING, log_to_driver=True)
-    if cfg.runtime.address:
-        ray.init(address=cfg.runtime.address, **kwargs)
+        return ray
+    kwargs: dict[str, Any] = dict(include_dashboard=False, logging_level=logging.WARNING, log_to_driver=log_to_driver)
+    if address:
+        _check_reachable(address)
+        try:
+            ray.init(address=address, **kwargs)
+        except ConnectionError as e:  # e.g. `auto` with no cluster started on this machine
+            raise ConfigError(f"runtime.address={address}: {str(e).splitlines()[0]}") from None
     else:
-        # A local instance: reserve a CPU per runner plus the learner even on a small machine.
-        cpus = max(os.cpu_count() or 1, cfg.runtime.num_runners + int(cfg.runtime.learner_cpus + 0.999))
         # address="local": never join a leftover `ray start` cluster by accident.
         ray.init(address="local", num_cpus=cpus, **kwargs)
+    return ray
+
+
+def connect(cfg) -> None:
+    # A local instance reserves a CPU per runner plus the learner even on a small machine.
+    start_ray(cfg.runtime.address, max(os.cpu_count() or 1, cfg.runtime.num_runners + int(cfg.runtime.learner_cpus + 0.999)))
+    check_capacity(cfg)
+
+
+def check_capacity(cfg) -> None:
+    """Fail with the numbers when the cluster cannot hold this run's actors at all (they
+    would wait forever): a CPU per runner, ``runtime.learner_cpus`` for the learner."""
+    import ray
+
+    from learners.config import ConfigError
+
+    have = ray.cluster_resources().get("CPU", 0)
+    need = cfg.runtime.num_runners + cfg.runtime.learner_cpus
+    if need > have:
+        raise ConfigError(
+            f"the Ray cluster has {have:g} CPUs and this run needs {need:g} (runtime.num_runners={cfg.runtime.num_runners} "
+            f"runners x 1 CPU + runtime.learner_cpus={cfg.runtime.learner_cpus:g}); lower runtime.num_runners or add nodes"
+        )
 
 
 def learner_wants_gpu(cfg) -> bool:

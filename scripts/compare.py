@@ -241,20 +241,13 @@ def run_trial(job: dict) -> dict:
 
 def _connect(spec: CompareSpec, cfg: ExperimentConfig):
     """Ray at ``runtime.address``, else a local instance that holds at least one whole trial."""
-    import logging
     import os
 
-    import ray
+    from learners.orchestration import start_ray
 
-    if not ray.is_initialized():
-        kwargs = dict(include_dashboard=False, logging_level=logging.WARNING, log_to_driver=False)
-        if cfg.runtime.address:
-            ray.init(address=cfg.runtime.address, **kwargs)
-        else:
-            actors = cfg.runtime.num_runners + cfg.runtime.learner_cpus if cfg.runtime.num_runners else 0
-            cpus = max(os.cpu_count() or 1, math.ceil(spec.resources.cpus_per_trial + actors))
-            ray.init(address="local", num_cpus=cpus, **kwargs)  # "local": never join a `ray start` cluster by accident
-    return ray
+    actors = cfg.runtime.num_runners + cfg.runtime.learner_cpus if cfg.runtime.num_runners else 0
+    cpus = max(os.cpu_count() or 1, math.ceil(spec.resources.cpus_per_trial + actors))
+    return start_ray(cfg.runtime.address, cpus, log_to_driver=False)
 
 
 def _capacity(ray, spec: CompareSpec, cfg: ExperimentConfig) -> int:

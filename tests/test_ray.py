@@ -2,6 +2,7 @@
 
 import threading
 import time
+from pathlib import Path
 
 import pytest
 
@@ -96,3 +97,25 @@ def test_a_cuda_learner_on_a_cluster_without_gpus_is_a_clear_error(cluster, smal
     cfg = small_cfg(**{"runtime.num_runners": 2, "learner.device": "cuda"})
     with pytest.raises(ConfigError, match="has no GPU"):
         Trainer(cfg, RunDir.create(cfg, None), quiet=True)
+
+
+def test_a_run_the_cluster_cannot_hold_fails_with_the_numbers(cluster, small_cfg):
+    from learners.config import ConfigError
+
+    # The cluster has 4 CPUs (2 nodes x 2): 4 runners + the learner's 1 would wait forever.
+    cfg = small_cfg(**{"runtime.num_runners": 4, "runtime.address": cluster.address})
+    with pytest.raises(ConfigError, match=r"has 4 CPUs and this run needs 5 \(runtime.num_runners=4"):
+        Trainer(cfg, RunDir.create(cfg, None), quiet=True)
+
+
+def test_an_address_where_no_cluster_answers_fails_fast(tmp_path, capsys):
+    from scripts.cli import main
+    from tests.conftest import small_overrides
+
+    if ray.is_initialized():
+        ray.shutdown()  # the module's cluster fixture may be connected; connecting is the point here
+    start = time.time()
+    overrides = small_overrides(tmp_path, **{"runtime.num_runners": 1, "runtime.address": "127.0.0.1:1"})
+    assert main(["train", str(Path(__file__).resolve().parents[1] / "configs/impala_minigrid.yaml"), *overrides]) == 2
+    assert time.time() - start < 15
+    assert "runtime.address=127.0.0.1:1: no Ray cluster answers there" in capsys.readouterr().err
