@@ -138,3 +138,12 @@ def test_multitask_training_logs_normalised_scores_per_level(small_cfg):
     tags = acc.Tags()["scalars"]
     assert any(t.startswith("episode_normalized_score/") for t in tags), tags
     assert "normalized_score_capped_mean" in tags and "normalized_score_mean" in tags
+
+
+@pytest.mark.parametrize("name", LEVELS)
+def test_gymnasium_env_checker_passes(name):
+    # gymnasium's own checks on the unwrapped level, as its docs recommend (issue 14: the
+    # mission of SelectNonmatchingObject was outside its MissionSpace).
+    from gymnasium.utils.env_checker import check_env
+
+    check_env(gym.make(GYM_ID.format(name)).unwrapped, skip_render_check=True)

@@ -109,10 +109,14 @@ class SelectNonmatchingObject(MemoryEnv):
     def __init__(self, size: int = 9, max_steps: int = 150, **kwargs):
         super().__init__(size=size, random_length=False, max_steps=max_steps, **kwargs)
 
+    @staticmethod
+    def _gen_mission():  # MemoryEnv builds its MissionSpace from this: the mission must be in it
+        return "go to the object that does not match"
+
     def _gen_grid(self, width, height):
         super()._gen_grid(width, height)
         self.success_pos, self.failure_pos = self.failure_pos, self.success_pos
-        self.mission = "go to the object that does not match"
+        self.mission = self._gen_mission()
 
 
 class Watermaze(LabLevel):
