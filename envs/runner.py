@@ -187,7 +187,8 @@ class EnvRunner:
         return traj, {"episodes": traj.episodes, "version": traj.policy_version, "steps": self.T * self.B}
 
     @torch.inference_mode()
-    def run_episodes(self, episodes_per_env: int | list[int], weights: dict | None = None) -> list[tuple[int, float, int]]:
+    def run_episodes(self, episodes_per_env: int | list[int], weights: dict | None = None,
+                     observe=None) -> list[tuple[int, float, int]]:
         """Evaluation: fresh episodes, agent in eval mode, no trajectories kept.
 
         Every env plays exactly ``episodes_per_env`` whole episodes (one count for all, or
@@ -195,6 +196,9 @@ class EnvRunner:
         ones). The task ID reaches the agent only if its head reads it. Returns (task,
         return, length) per episode.
         Leaves the training stream restarted (fresh episodes) afterwards.
+        ``observe(i, env, obs, episode)``, if given, is called after every step of env ``i``
+        that counts (before a reset), with ``episode = (return, length)`` on the step that
+        ends a counted episode, else None (``envs/video.py`` records frames with it).
         """
         if weights is not None:
             self.agent.load_state_dict(weights)
@@ -211,10 +215,15 @@ class EnvRunner:
             out, self.state_before = self.agent(rows, self.state_before)
             actions = torch.multinomial(torch.softmax(out.logits[0], -1), 1, generator=self.generator)[:, 0].numpy()
             for i, env in enumerate(self.envs):
+                counting = done_count[i] < target[i]
                 obs, reward, terminated, truncated, info = env.step(int(actions[i]))
-                if "episode" in info and done_count[i] < target[i]:
-                    results.append((int(self.tasks[i]), float(info["episode"]["r"]), int(info["episode"]["l"])))
+                ended = None
+                if "episode" in info and counting:
+                    ended = (float(info["episode"]["r"]), int(info["episode"]["l"]))
+                    results.append((int(self.tasks[i]), *ended))
                     done_count[i] += 1
+                if observe is not None and counting:
+                    observe(i, env, obs, ended)
                 new_episode = terminated or truncated
                 if new_episode:
                     obs, _ = env.reset()

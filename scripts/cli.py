@@ -2,7 +2,7 @@
 
     mira train CONFIG [dotted.key=value ...]
     mira train --resume RUN_DIR [dotted.key=value ...]
-    mira evaluate RUN_DIR_OR_CHECKPOINT [--episodes N] [--tasks ...] [--protocol dqn|machado]
+    mira evaluate RUN_DIR_OR_CHECKPOINT [--episodes N] [--tasks ...] [--protocol dqn|machado] [--video N]
     mira compare COMPARE_CONFIG [--dry-run] [--max-concurrent N]
     mira bench CONFIG [dotted.key=value ...]
 """
@@ -59,8 +59,11 @@ def _train(args) -> int:
 def _evaluate(args) -> int:
     from scripts.evaluate import evaluate_checkpoint
 
+    if args.episodes < 1 or args.video < 0:
+        raise ConfigError(f"--episodes must be at least 1 and --video at least 0, got {args.episodes} and {args.video}")
+
     result = evaluate_checkpoint(args.target, episodes=args.episodes, tasks=args.tasks, protocol=args.protocol,
-                                 num_runners=args.num_runners, overrides=args.overrides)
+                                 num_runners=args.num_runners, overrides=args.overrides, video=args.video)
     for name, a in result["aggregates"].items():
         print(f"{name:12s} {a['value']:10.3f}  95% CI [{a['ci95'][0]:.3f}, {a['ci95'][1]:.3f}]")
     return 0
@@ -89,6 +92,8 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--tasks", nargs="+", help="evaluate only these tasks (names as in the run's suite)")
     e.add_argument("--protocol", choices=["dqn", "machado"], help="Atari protocol to evaluate under")
     e.add_argument("--num-runners", type=int, help="0 = in-process; default: the run's runtime.num_runners")
+    e.add_argument("--video", type=int, default=0, metavar="N",
+                   help="also record N episodes per task as MP4 (GIF without an encoder) in RUN_DIR/videos")
     e.set_defaults(fn=_evaluate)
     b = sub.add_parser("bench", help="throughput benchmark of a config: env, inference, learner, end to end")
     b.add_argument("config")

@@ -48,8 +48,26 @@ def load_run_config(ckpt: Path, state: dict, overrides: list[str]) -> Experiment
     return load_config(config_path, overrides, runtime=False)
 
 
+def record_videos(cfg, weights: dict, indices: list[int], names: list[str], episodes: int, out_dir: Path,
+                  quiet: bool = False) -> list[Path]:
+    """``episodes`` episodes of each task as video files in ``out_dir``/videos (``envs/video.py``)."""
+    from envs.runner import EnvRunner
+    from envs.video import record
+
+    paths = []
+    for i in indices:
+        runner = EnvRunner(cfg.env, cfg.agent, runner_id=i, envs_per_runner=1, unroll_length=1,
+                           seed=cfg.run.seed + 20_000 + i, tasks=[i])
+        paths += record(runner, weights, episodes, out_dir / "videos", names[i], cfg.env.suite)
+        runner.close()
+        if not quiet:
+            print(f"[mira]   {names[i]}: {episodes} episode(s) recorded", file=sys.stderr, flush=True)
+    return paths
+
+
 def evaluate_checkpoint(path: str, episodes: int = 10, tasks: list[str] | None = None, protocol: str | None = None,
-                        num_runners: int | None = None, overrides: list[str] | None = None, quiet: bool = False) -> dict:
+                        num_runners: int | None = None, overrides: list[str] | None = None, quiet: bool = False,
+                        video: int = 0) -> dict:
     from envs.evaluation import Evaluator, markdown, score_table
     from envs.suites import build_suite
     from learners.orchestration import call, connect, get, Local
@@ -104,4 +122,9 @@ def evaluate_checkpoint(path: str, episodes: int = 10, tasks: list[str] | None =
     (out_dir / "eval.md").write_text(markdown(result, f"Evaluation of {ckpt.name} ({result['frames']:,} frames)"))
     if not quiet:
         print(f"[mira] wrote {out_dir / 'eval.json'} and eval.md", file=sys.stderr)
+    if video > 0:
+        result["videos"] = [str(p) for p in record_videos(cfg, state["learner"]["agent"], indices, suite.tasks, video,
+                                                          out_dir, quiet)]
+        if not quiet:
+            print(f"[mira] wrote {len(result['videos'])} video(s) to {out_dir / 'videos'}", file=sys.stderr)
     return result

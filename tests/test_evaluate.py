@@ -93,3 +93,26 @@ def test_evaluating_under_another_atari_protocol_keeps_the_trained_action_set(tm
     Trainer(cfg, RunDir.create(cfg, None), quiet=True).train()
     result = evaluate_checkpoint(cfg.run.dir, episodes=1, protocol="machado", num_runners=0, quiet=True)
     assert result["protocol"] == "machado" and result["tasks"]["Pong"]["episodes"] == 1
+
+
+def test_video_records_whole_episodes_one_frame_per_step(tmp_path, small_cfg):
+    import re
+
+    import cv2
+
+    from learners.run_dir import RunDir
+    from learners.trainer import Trainer
+    from scripts.cli import main
+
+    cfg = small_cfg()
+    Trainer(cfg, RunDir.create(cfg, None), quiet=True).train()
+    assert main(["evaluate", cfg.run.dir, "--episodes", "1", "--video", "2", "--num-runners", "0"]) == 0
+    videos = sorted((tmp_path / "run" / "videos").iterdir())
+    assert [v.name.split("_return")[0] for v in videos] == ["MiniGrid-Empty-5x5-v0_ep01", "MiniGrid-Empty-5x5-v0_ep02"]
+    for v in videos:
+        steps = int(re.search(r"_steps(\d+)\.", v.name).group(1))
+        cap = cv2.VideoCapture(str(v))
+        frames = 0
+        while cap.read()[0]:
+            frames += 1
+        assert frames == steps > 0, v.name
