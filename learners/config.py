@@ -28,6 +28,10 @@ class ConfigError(ValueError):
     """A config that cannot be used; the message names the key."""
 
 
+class RunStopped(RuntimeError):
+    """A run that cannot go on (its learner is gone); the message says how to continue it."""
+
+
 @dataclass
 class RunConfig:
     name: str = ""  # run name; default: <config file stem>-<timestamp>

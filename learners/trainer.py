@@ -16,7 +16,8 @@ import numpy as np
 
 from learners.algorithms import LEARNERS
 from learners.logbook import EpisodeStats, Logbook
-from learners.orchestration import Fleet, call, connect, data_lost, get, learner_wants_gpu, runner_failed, wait_one
+from learners.orchestration import Fleet, Local, call, connect, data_lost, get, learner_wants_gpu, runner_failed, wait_one
+from learners.config import RunStopped
 from learners.run_dir import RunDir, nonfinite_tensors
 
 log = logging.getLogger("mira")
@@ -196,7 +197,12 @@ class Trainer:
         session_frames = self.frames
         with StopFlag() as flag:
             loop = self._lock_step_loop if LEARNERS.get(cfg.learner.name).lock_step else self._impala_loop
-            interrupted = loop(flag)
+            try:
+                interrupted = loop(flag)
+            except Exception as e:  # noqa: BLE001
+                if not self._learner_lost():
+                    raise
+                self._stop_without_learner(e)
         final = self.checkpoint()
         now = time.time()
         self._log(now)
@@ -219,6 +225,32 @@ class Trainer:
         self.run.write_summary(summary)
         self.log.close()
         return summary
+
+    def _learner_lost(self) -> bool:
+        """Whether the learner actor is gone (its node died, or it was killed)."""
+        if isinstance(self.learner, Local):
+            return False
+        import ray
+
+        try:
+            ray.get(self.learner.get_version.remote(), timeout=30)
+            return False
+        except Exception:  # noqa: BLE001 - RayActorError, GetTimeoutError, ...
+            return True
+
+    def _stop_without_learner(self, error: BaseException) -> None:
+        """The learner's state is gone with it: no new checkpoint can be written. Leave the
+        run directory resumable (its last checkpoint and a summary) and say how to go on."""
+        ckpt = self.run.latest_checkpoint()
+        message = (f"the learner actor died ({type(error).__name__}: {str(error).splitlines()[0][:160]}); the run "
+                   f"stopped at {self.frames:,} frames; "
+                   + (f"continue it from its last checkpoint ({ckpt.name}) with `mira train --resume {self.run.path}`"
+                      if ckpt else "it has no checkpoint yet: start it again"))
+        self.run.write_summary({"frames": self.frames, "updates": self.version, "interrupted": True,
+                                "episode_return_mean": self.stats.mean_return(), "wall_time_s": self.wall_time(),
+                                "stopped": message})
+        self.log.close()
+        raise RunStopped(message) from None
 
     def _evaluation(self) -> None:
         """Launch an evaluation every ``eval.every_frames`` (on its own actor with Ray, so

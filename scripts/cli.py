@@ -13,7 +13,7 @@ import argparse
 import logging
 import sys
 
-from learners.config import ConfigError
+from learners.config import ConfigError, RunStopped
 
 
 def _train(args) -> int:
@@ -114,6 +114,9 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as e:
         print(f"mira: error: {e}", file=sys.stderr)
         return 2
+    except RunStopped as e:
+        print(f"mira: error: {e}", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

@@ -119,3 +119,23 @@ def test_an_address_where_no_cluster_answers_fails_fast(tmp_path, capsys):
     assert main(["train", str(Path(__file__).resolve().parents[1] / "configs/impala_minigrid.yaml"), *overrides]) == 2
     assert time.time() - start < 15
     assert "runtime.address=127.0.0.1:1: no Ray cluster answers there" in capsys.readouterr().err
+
+
+def test_a_dead_learner_stops_the_run_with_a_resumable_directory(cluster, small_cfg):
+    from learners.config import RunStopped
+
+    cfg = small_cfg(**{"runtime.num_runners": 1, "run.total_frames": 10**6, "run.checkpoint_every_s": 1})
+    trainer = Trainer(cfg, RunDir.create(cfg, None), quiet=True)
+
+    def kill_soon():
+        while RunDir(cfg.run.dir).latest_checkpoint() is None or trainer.frames < 400:
+            time.sleep(0.05)
+        ray.kill(trainer.learner, no_restart=True)
+
+    threading.Thread(target=kill_soon, daemon=True).start()
+    with pytest.raises(RunStopped, match=r"the learner actor died .* continue it from its last checkpoint \(ckpt_\d+\.pt\) with .mira train --resume"):
+        trainer.train()
+    run = RunDir(cfg.run.dir)
+    assert run.latest_checkpoint() is not None and "stopped" in (run.path / "summary.json").read_text()
+    resumed = Trainer(run.load_config(["run.total_frames=800"]), run, resume_from=run.latest_checkpoint(), quiet=True)
+    assert resumed.train()["frames"] >= 800
