@@ -17,6 +17,8 @@ T, B, H, A, K = 4, 3, 16, 5, 6
 VARIANTS = [(name, {}) for name in HEADS.names()] + [
     ("multiplicative", {"context": "learnt"}),
     ("multiplicative", {"form": "diagonal"}),
+    ("multiplicative", {"form": "output_scale"}),
+    ("multiplicative", {"form": "full", "init": "hypernetwork"}),
     ("multiplicative", {"form": "low_rank", "rank": 4}),
     ("multiplicative", {"context": "learnt", "form": "low_rank", "rank": 2, "context_size": 8}),
 ]
@@ -115,7 +117,7 @@ def test_multi_head_output_depends_on_the_task():
     assert not torch.allclose(a, b)
 
 
-@pytest.mark.parametrize("form", ["full", "diagonal", "low_rank"])
+@pytest.mark.parametrize("form", ["full", "diagonal", "output_scale", "low_rank"])
 def test_learnt_context_ignores_the_task_id(form):
     head = _make("multiplicative", {"context": "learnt", "form": form})
     _perturb_all(head)
@@ -129,7 +131,7 @@ def test_learnt_context_ignores_the_task_id(form):
         torch.testing.assert_close(out[1], reference[1])
 
 
-@pytest.mark.parametrize("form", ["full", "diagonal", "low_rank"])
+@pytest.mark.parametrize("form", ["full", "diagonal", "output_scale", "low_rank"])
 def test_task_id_context_changes_the_output(form):
     head = _make("multiplicative", {"context": "task_id", "form": form})
     _perturb_all(head)

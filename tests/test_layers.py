@@ -22,7 +22,8 @@ from agents.layers import (
 from agents.layers.arithmetic import nac_weight_variance
 
 DT = torch.float64
-FORMS = [("full", None), ("diagonal", None), ("low_rank", 3)]
+FORMS = [("full", None), ("diagonal", None), ("output_scale", None), ("low_rank", 3)]
+OUT = {"diagonal": 5}  # the paper's diagonal form acts on x: out_dim = x_dim; the others map 5 -> 3
 
 
 def _randomise(module, seed=0):
@@ -34,14 +35,14 @@ def _randomise(module, seed=0):
     return module
 
 
-def _mi(form, rank, x_dim=5, z_dim=4, out_dim=3):
-    return _randomise(MultiplicativeInteraction(x_dim, z_dim, out_dim, form=form, rank=rank).to(DT))
+def _mi(form, rank, x_dim=5, z_dim=4):
+    return _randomise(MultiplicativeInteraction(x_dim, z_dim, OUT.get(form, 3), form=form, rank=rank).to(DT))
 
 
 def _mi_reference(mi, x, z):
     """Eq. 1 literally: z^T W x + z^T U + V x + b, with the 3-tensor of the paper's footnote."""
     W = mi.bilinear_tensor()
-    U, V, b = mi.z_proj.weight, mi.x_proj.weight, mi.x_proj.bias
+    U, V, b = mi.z_proj.weight, mi.linear_weight(), mi.bias_vector()
     return torch.einsum("ni,ijk,nj->nk", z, W, x) + z @ U.t() + x @ V.t() + b
 
 
@@ -51,8 +52,46 @@ def _mi_reference(mi, x, z):
 def test_mi_equals_bilinear_formula(form, rank):
     mi = _mi(form, rank)
     x, z = torch.randn(7, 5, dtype=DT), torch.randn(7, 4, dtype=DT)
-    assert mi.bilinear_tensor().shape == (4, 5, 3)
+    assert mi.bilinear_tensor().shape == (4, 5, OUT.get(form, 3))
     torch.testing.assert_close(mi(x, z), _mi_reference(mi, x, z))
+
+
+def test_mi_diagonal_form_is_the_papers_gate_on_x():
+    """Section 2, "Diagonal forms": W'(z) = z^T W + V restricted to diag(a(z)), applied to x:
+    f_k = (sum_i z_i D_ik + v_k) x_k + sum_i U_ki z_i + b_k, written out with loops."""
+    mi = _mi("diagonal", None)
+    x, z = torch.randn(3, 5, dtype=DT), torch.randn(3, 4, dtype=DT)
+    D, v, U, b = mi.D, mi.v, mi.z_proj.weight, mi.bias
+    expected = torch.zeros(3, 5, dtype=DT)
+    for n in range(3):
+        for k in range(5):
+            a = sum(z[n, i] * D[i, k] for i in range(4)) + v[k]
+            expected[n, k] = a * x[n, k] + sum(U[k, i] * z[n, i] for i in range(4)) + b[k]
+    torch.testing.assert_close(mi(x, z), expected)
+    w, _ = mi.generated_weights(z)  # the generated matrix is diagonal
+    torch.testing.assert_close(w, torch.diag_embed(torch.diagonal(w, dim1=-2, dim2=-1)))
+    with pytest.raises(ValueError, match="out_dim must equal x_dim"):
+        MultiplicativeInteraction(5, 4, 3, form="diagonal")
+
+
+@pytest.mark.parametrize("form,rank", FORMS)
+def test_mi_hypernetwork_init_is_appendix_b(form, rank):
+    """Appendix B: W = Linear(out * in)(z), b' = Linear(out)(z): Sonnet-initialised weights
+    (truncated normal, std 1/sqrt(fan in)) and zero biases, so the interaction starts non-zero."""
+    torch.manual_seed(0)
+    mi = MultiplicativeInteraction(64, 32, 64 if form == "diagonal" else 48, form=form, rank=8 if rank else None,
+                                   init="hypernetwork")
+    interaction = {"full": mi.W if form == "full" else None, "diagonal": getattr(mi, "D", None),
+                   "output_scale": getattr(mi, "S", None), "low_rank": getattr(mi, "R", None)}[form]
+    fan_in = 8 if form == "low_rank" else 32
+    for weight, fan in ((interaction, fan_in), (mi.z_proj.weight, 32)):
+        std = 1 / math.sqrt(fan)
+        assert weight.abs().max() <= 2 * std + 1e-6 and 0.75 * std < weight.std() < std
+    assert not mi.bias_vector().any()
+    if form != "output_scale":
+        assert not mi.linear_weight().any()  # V is the generating layer's bias
+    x, z = torch.randn(8, 64), torch.randn(8, 32)
+    assert not torch.allclose(mi(x, z), mi(x, torch.zeros_like(z)))
 
 
 @pytest.mark.parametrize("form,rank", FORMS)
@@ -78,13 +117,13 @@ def test_mi_is_affine_in_each_argument(form, rank):
 
 @pytest.mark.parametrize("form,rank", FORMS)
 def test_mi_starts_as_linear_layer(form, rank):
-    mi = MultiplicativeInteraction(5, 4, 3, form=form, rank=rank)
+    mi = MultiplicativeInteraction(5, 4, OUT.get(form, 3), form=form, rank=rank)
     x, z = torch.randn(8, 5), torch.randn(8, 4)
-    expected = mi.x_proj(x) + mi.z_proj(z)
+    expected = x @ mi.linear_weight().t() + mi.bias_vector() + mi.z_proj(z)  # diagonal: V = I, so x + U z + b
     torch.testing.assert_close(mi(x, z), expected)
     # ... and the interaction still receives a gradient at the first step.
     mi(x, z).pow(2).sum().backward()
-    name = {"full": "W", "diagonal": "S", "low_rank": "R"}[form]
+    name = {"full": "W", "diagonal": "D", "output_scale": "S", "low_rank": "R"}[form]
     assert getattr(mi, name).grad.abs().sum() > 0
 
 
@@ -92,9 +131,9 @@ def test_mi_starts_as_linear_layer(form, rank):
 def test_mi_accepts_leading_dims(form, rank):
     mi = _mi(form, rank)
     x, z = torch.randn(3, 2, 5, dtype=DT), torch.randn(3, 2, 4, dtype=DT)
-    out = mi(x, z)
-    assert out.shape == (3, 2, 3)
-    torch.testing.assert_close(out.reshape(6, 3), mi(x.reshape(6, 5), z.reshape(6, 4)))
+    out, k = mi(x, z), OUT.get(form, 3)
+    assert out.shape == (3, 2, k)
+    torch.testing.assert_close(out.reshape(6, k), mi(x.reshape(6, 5), z.reshape(6, 4)))
 
 
 def test_mi_rejects_bad_options():

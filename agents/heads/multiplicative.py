@@ -10,6 +10,13 @@ the core output ``h`` to ``A + 1`` outputs (logits and value), conditioned on a 
 The MLP is one linear layer followed by a relu (the paper's language-model context,
 appendix G). The paper controls the parameter count through ``context_size``.
 
+``form`` picks the 3-tensor (agents/layers/multiplicative.py): ``full``, ``low_rank`` and
+``output_scale`` map ``h`` to the ``A + 1`` outputs directly; the paper's ``diagonal`` form
+generates a diagonal matrix acting on ``h`` itself (a context-dependent gate
+``a(c) * h + U c + b``), which a linear layer then maps to the ``A + 1`` outputs.
+``init`` chooses between the zero interaction (the head starts as the concatenation
+baseline) and appendix B's hypernetwork initialisation.
+
 ``reads_task_id`` depends on the context, so it is an instance attribute set in
 ``__init__`` (the class attribute ``True`` is only the default): a learnt-context head
 declares ``False``, ignores any ``task_id`` it is given and works with ``None``.
@@ -24,7 +31,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from agents.heads import HEADS
-from agents.layers.multiplicative import FORMS, MultiplicativeInteraction
+from agents.layers.multiplicative import FORMS, INITS, MultiplicativeInteraction
 
 CONTEXTS = ("task_id", "learnt")
 
@@ -33,14 +40,17 @@ CONTEXTS = ("task_id", "learnt")
 class MultiplicativeHeadConfig:
     context: str = "task_id"  # what M is conditioned on: "task_id" (one-hot task) or "learnt" (from h_t)
     context_size: int = 32  # width of c; the paper's knob for the parameter count
-    form: str = "full"  # 3-tensor of M: "full", "diagonal" (FiLM-like) or "low_rank"
+    form: str = "full"  # 3-tensor of M: "full", "diagonal" (the paper's: a gate on h), "output_scale" (FiLM-like) or "low_rank"
     rank: int = 8  # CP rank of the 3-tensor; used only by form "low_rank"
+    init: str = "zero_interaction"  # "zero_interaction" (starts as the concatenation baseline) or "hypernetwork" (appendix B)
 
     def __post_init__(self):
         if self.context not in CONTEXTS:
             raise ValueError(f"head option context={self.context!r} is not one of {', '.join(CONTEXTS)}")
         if self.form not in FORMS:
             raise ValueError(f"head option form={self.form!r} is not one of {', '.join(FORMS)}")
+        if self.init not in INITS:
+            raise ValueError(f"head option init={self.init!r} is not one of {', '.join(INITS)}")
         if self.context_size < 1 or self.rank < 1:
             raise ValueError("head options context_size and rank must be at least 1")
 
@@ -51,15 +61,18 @@ class MultiplicativeHead(nn.Module):
     reads_task_id = True  # default only; __init__ sets the instance value from `context`
 
     def __init__(self, input_size: int, num_actions: int, num_tasks: int = 1, context: str = "task_id",
-                 context_size: int = 32, form: str = "full", rank: int = 8):
+                 context_size: int = 32, form: str = "full", rank: int = 8, init: str = "zero_interaction"):
         super().__init__()
-        cfg = MultiplicativeHeadConfig(context, context_size, form, rank)
+        cfg = MultiplicativeHeadConfig(context, context_size, form, rank, init)
         self.context, self.num_actions, self.num_tasks = cfg.context, num_actions, num_tasks
         self.reads_task_id = cfg.context == "task_id"
         context_in = num_tasks if self.reads_task_id else input_size
         self.context_net = nn.Linear(context_in, cfg.context_size)
-        self.mi = MultiplicativeInteraction(input_size, cfg.context_size, num_actions + 1,
-                                            form=cfg.form, rank=cfg.rank if cfg.form == "low_rank" else None)
+        gate = cfg.form == "diagonal"  # the paper's diagonal form acts on h; a linear layer reads its result
+        self.mi = MultiplicativeInteraction(input_size, cfg.context_size, input_size if gate else num_actions + 1,
+                                            form=cfg.form, rank=cfg.rank if cfg.form == "low_rank" else None,
+                                            init=cfg.init)
+        self.readout = nn.Linear(input_size, num_actions + 1) if gate else None
 
     def context_vector(self, h: torch.Tensor, task_id: torch.Tensor | None) -> torch.Tensor:
         """``c [T, B, context_size]``."""
@@ -73,4 +86,6 @@ class MultiplicativeHead(nn.Module):
 
     def forward(self, h: torch.Tensor, task_id: torch.Tensor | None = None):
         out = self.mi(h, self.context_vector(h, task_id))
+        if self.readout is not None:
+            out = self.readout(out)
         return out[..., : self.num_actions], out[..., self.num_actions]
