@@ -328,7 +328,8 @@ def _reset_switched_options(data: dict, parsed: list[tuple[str, Any]]) -> None:
     for part in ("core", "head", "torso"):
         new = next((v for k, v in reversed(parsed) if k == f"agent.{part}"), None)
         old, options = agent.get(part), agent.get(f"{part}_options")
-        if new is None or new == old or not options:
+        replaced = any(k == f"agent.{part}_options" for k, _ in parsed)  # the overrides set the whole mapping
+        if new is None or new == old or not options or replaced:
             continue
         agent[f"{part}_options"] = {}
         print(f"[mira] agent.{part}={new} replaces {old or 'the default'}: dropping the config's agent.{part}_options "

@@ -6,6 +6,8 @@ A compare file (``configs/compare_*.yaml``)::
     base: configs/impala_lab6.yaml    # training config (relative to this file, else to the cwd)
     overrides: {run.total_frames: 2e5}   # every trial (dotted keys or nested mappings)
     matrix: {agent.head: [linear, multiplicative]}   # the cartesian product = the variants
+    variants: [{agent.head: linear}, {agent.head: multiplicative, agent.head_options: {context: learnt}}]
+                                      # or list them (crossed with the matrix when both are given)
     seeds: [0, 1, 2]                  # run.seed; a trial = one variant x one seed (a matrix
                                       # key run.seed means the same)
     evaluate: {episodes: 10}          # final evaluation of each trial's last checkpoint
@@ -72,6 +74,7 @@ class CompareSpec:
     out: str = ""  # output directory; default runs/compare/<name>
     overrides: dict = field(default_factory=dict)  # dotted key -> value, applied to every trial
     matrix: dict = field(default_factory=dict)  # dotted key -> list of values; the product = variants
+    variants: list = field(default_factory=list)  # explicit variants (mappings of dotted key -> value), crossed with the matrix
     seeds: list[int] = field(default_factory=lambda: [0, 1, 2])  # run.seed of each trial of a variant
     aggregate: str = "iqm"  # headline score: median, mean, iqm or capped_mean over seeds x tasks
     evaluate: EvaluateSpec = field(default_factory=EvaluateSpec)
@@ -163,15 +166,20 @@ def load_spec(path: str | Path, out: str | None = None) -> tuple[CompareSpec, li
     for key, values in spec.matrix.items():
         if not isinstance(values, list) or not values:
             raise ConfigError(f"matrix.{key}: expected a non-empty list of values, got {values!r}")
-    if not spec.base and "base" not in spec.matrix:
+    for i, v in enumerate(spec.variants):
+        if not isinstance(v, dict) or not v:
+            raise ConfigError(f"variants[{i}]: expected a mapping of dotted keys to values, got {v!r}")
+    explicit = [_flatten(v) for v in spec.variants] or [{}]
+    if not spec.base and "base" not in spec.matrix and not all("base" in v for v in explicit):
         raise ConfigError("the compare file needs `base: TRAINING_CONFIG` (or a matrix key `base`)")
     common = [_override(k, v) for k, v in _flatten(spec.overrides).items()]
     trials, slugs = [], set()
-    for combo in itertools.product(*spec.matrix.values()):
-        settings = dict(zip(spec.matrix, combo))
+    combos = [{**extra, **dict(zip(spec.matrix, combo))} for extra in explicit
+              for combo in itertools.product(*spec.matrix.values())]
+    for settings in combos:
         variant = _slug(settings)
         if variant in slugs:
-            raise ConfigError(f"two variants share the directory name {variant!r}; make the matrix values distinct")
+            raise ConfigError(f"two variants share the directory name {variant!r}; make the variants distinct")
         slugs.add(variant)
         base = _resolve(str(settings.get("base", spec.base)), path.parent)
         mine = [_override(k, v) for key, value in settings.items() if key != "base"

@@ -89,7 +89,8 @@ def collect(out: Path, spec, trials, failed: dict, target_frames: int) -> dict:
     evaluated = [r for r in rows if r["eval"]]
     normalised = bool(evaluated) and all(e["normalized_score"] is not None for r in evaluated for e in r["eval"]["tasks"].values())
     key = "normalized_score" if normalised else "return_mean"
-    varying = [k for k in spec.matrix if len(spec.matrix[k]) > 1] or list(spec.matrix)
+    keys = list(dict.fromkeys(k for t in trials for k in t.settings))
+    varying = [k for k in keys if len({json.dumps(t.settings.get(k), sort_keys=True) for t in trials}) > 1] or keys
     variants = {}
     for name in dict.fromkeys(r["variant"] for r in rows):
         mine = [r for r in rows if r["variant"] == name]
@@ -97,7 +98,8 @@ def collect(out: Path, spec, trials, failed: dict, target_frames: int) -> dict:
         scored = [r for r in mine if r["eval"] and list(r["eval"]["tasks"]) == tasks]
         matrix = [[r["eval"]["tasks"][task][key] for task in tasks] for r in scored]
         settings = mine[0]["settings"]
-        label = ", ".join(f"{k.split('.')[-1]}={Path(settings[k]).stem if k == 'base' else settings[k]}" for k in varying)
+        label = ", ".join(f"{k.split('.')[-1]}={Path(settings[k]).stem if k == 'base' else settings[k]}"
+                          for k in varying if k in settings)
         v = {"label": label or name, "settings": settings, "seeds": [r["seed"] for r in scored], "tasks": tasks,
              "scores_per_seed": matrix, "frames_mean": float(np.mean([r["frames"] for r in mine])),
              "wall_time_s_mean": float(np.mean([r["wall_time_s"] for r in mine])), "params": mine[0]["params"],

@@ -136,3 +136,15 @@ def test_pbt_copies_a_better_checkpoint(tmp_path, ray_local):
     ((recipient, move),) = generation["moves"].items()
     assert move["copied"] != recipient and state["hyperparams"][recipient] == move["hyperparams"]
     assert json.loads((Path(result["out"]) / "results.json").read_text())["pbt"]["generations"]
+
+
+def test_explicit_variants_cross_the_matrix_and_carry_their_options(tmp_path):
+    variants = [{"agent.head": "linear"}, {"agent.head": "multiplicative", "agent.head_options": {"context": "learnt"}}]
+    spec, trials, _ = load_spec(write_compare(tmp_path, variants=variants, seeds=[0]))
+    assert [t.variant for t in trials] == ["head-linear_hidden-size-16", "head-linear_hidden-size-32",
+                                           "head-multiplicative_context-learnt_hidden-size-16",
+                                           "head-multiplicative_context-learnt_hidden-size-32"]
+    assert [t.cfg.agent.head_options.get("context") for t in trials] == [None, None, "learnt", "learnt"]
+    assert trials[3].cfg.agent.core_options["hidden_size"] == 32
+    with pytest.raises(ConfigError, match=r"variants\[1\]: expected a mapping"):
+        load_spec(write_compare(tmp_path, variants=[{"agent.head": "linear"}, "multi_head"]))
