@@ -16,7 +16,7 @@ import types
 import typing
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Optional
 
 import yaml
 
@@ -88,7 +88,7 @@ class LearnerConfig:
     recurrence: int = 0  # PPO: cut each unroll into sequences of this many steps for the minibatches (0 = whole unrolls)
     clip_eps: float = 0.1  # ratio clip (also the value clip when clip_value)
     clip_value: bool = True  # clip the value update around the old value
-    normalize_advantages: bool = True  # per-minibatch advantage normalisation
+    normalize_advantages: Optional[bool] = None  # advantages / their std per (mini)batch; default: on for PPO, off for IMPALA
     target_kl: float = 0.0  # stop the epochs early when approx KL exceeds this (0 = off)
     popart: bool = False  # per-task PopArt value normalisation (Hessel et al. 2019)
     popart_beta: float = 3e-4  # PopArt statistics step size

@@ -2,7 +2,9 @@
 
 - value: ``0.5 * sum (v_s - V(x_s))^2`` toward the V-trace targets (eq. 1);
 - policy: ``-sum rho_s * log pi(a_s|x_s) * (r_s + gamma v_{s+1} - V(x_s))`` (section 4.2),
-  the V-trace policy-gradient advantage with ``rho_s`` clipped at ``clip_pg_rho_threshold``;
+  the V-trace policy-gradient advantage with ``rho_s`` clipped at ``clip_pg_rho_threshold``
+  (``learner.normalize_advantages: true`` divides these advantages by their batch standard
+  deviation after centring them, as PPO does; not in the paper, off by default);
 - entropy bonus ``-sum H(pi(.|x_s))``.
 
 Total = policy + ``baseline_cost`` * value + ``entropy_cost`` * entropy, summed over time
@@ -17,7 +19,7 @@ import torch
 
 from learners.returns import vtrace
 from learners.terms import (
-    action_log_probs, batch_mask, entropy_term, policy_gradient_term, step_targets, value_term,
+    action_log_probs, batch_mask, entropy_term, normalize, policy_gradient_term, step_targets, value_term,
 )
 
 
@@ -47,6 +49,8 @@ def impala_loss(out, batch: dict, cfg, value_transform=None) -> tuple[torch.Tens
     pg_adv, vs, values = returns.pg_advantages, returns.vs, values_all[:T]
     if value_transform is not None:
         vs, pg_adv = value_transform.normalize_targets(vs, pg_adv, batch)
+    if cfg.normalize_advantages:  # off by default for IMPALA (the paper's loss); as PPO's when on
+        pg_adv = normalize(pg_adv, mask)
     policy_loss = policy_gradient_term(target_logp, pg_adv, mask, "sum")
     value_loss = value_term(values, vs, mask, "sum")
     entropy_loss, mean_entropy = entropy_term(logits, mask, "sum")

@@ -32,7 +32,7 @@ import numpy as np
 import torch
 
 from learners.returns import gae
-from learners.terms import action_log_probs, batch_mask, entropy_term, reduce, step_targets
+from learners.terms import action_log_probs, batch_mask, entropy_term, normalize, reduce, step_targets
 
 
 def ppo_loss(out, batch: dict, cfg) -> tuple[torch.Tensor, dict]:
@@ -47,11 +47,8 @@ def ppo_loss(out, batch: dict, cfg) -> tuple[torch.Tensor, dict]:
     log_ratio = logp - old_logp
     ratio = log_ratio.exp()
     adv = batch["advantages"]
-    if cfg.normalize_advantages:
-        n = mask.sum().clamp(min=1.0)
-        mean = (adv * mask).sum() / n
-        std = (((adv - mean) ** 2 * mask).sum() / n).sqrt()
-        adv = (adv - mean) / (std + 1e-8)
+    if cfg.normalize_advantages is not False:  # PPO's default: on
+        adv = normalize(adv, mask)
     eps = cfg.clip_eps
     surrogate = torch.max(-adv * ratio, -adv * ratio.clamp(1.0 - eps, 1.0 + eps))
     policy_loss = reduce(surrogate, mask, "mean")

@@ -83,3 +83,11 @@ def batch_mask(batch: dict, T: int) -> torch.Tensor:
     if mask is None:
         return torch.ones_like(batch["reward"][:T])
     return mask[:T].float()
+
+
+def normalize(advantages: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """``(A - mean) / (std + 1e-8)`` over the real steps (PPO's per-minibatch normalisation)."""
+    n = mask.sum().clamp(min=1.0)
+    mean = (advantages * mask).sum() / n
+    std = (((advantages - mean) ** 2 * mask).sum() / n).sqrt()
+    return (advantages - mean) / (std + 1e-8)

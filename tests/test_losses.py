@@ -77,3 +77,22 @@ def test_gradient_flows_to_policy_and_value_only_through_the_loss_terms():
     assert out.logits.grad[:5].abs().sum() > 0 and out.value.grad[:5].abs().sum() > 0
     # Row T only bootstraps (a constant target), so no gradient reaches it.
     assert out.logits.grad[5].abs().sum() == 0 and out.value.grad[5].abs().sum() == 0
+
+
+def test_normalized_advantages_option_scales_only_the_policy_term():
+    cfg = LearnerConfig(reward_clip="none", gamma=0.9)
+    batch, out = batch_and_output(T=6, B=5)
+    _, plain = impala_loss(out, batch, cfg)
+    cfg.normalize_advantages = True
+    _, normed = impala_loss(out, batch, cfg)
+    T = 6
+    logp = torch.log_softmax(out.logits[:T], -1)
+    a = batch["action"][:T].unsqueeze(-1)
+    pi_a = logp.gather(-1, a).squeeze(-1)
+    mu_a = torch.log_softmax(batch["behaviour_logits"][:T], -1).gather(-1, a).squeeze(-1)
+    disc = 0.9 * (~batch["terminated"][:T]).float()
+    adv = vtrace((pi_a - mu_a).detach(), disc, batch["reward"][:T], out.value[:T].detach(), out.value[T].detach()).pg_advantages
+    adv = (adv - adv.mean()) / adv.std(unbiased=False)
+    torch.testing.assert_close(normed["policy_loss"], -(pi_a * adv).sum().detach(), rtol=1e-5, atol=1e-5)
+    for k in ("value_loss", "entropy"):
+        torch.testing.assert_close(normed[k], plain[k])
