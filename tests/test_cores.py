@@ -398,3 +398,11 @@ def test_bench_cores_smoke(capsys):
     rows = bench_cores.main(["--hidden", "12", "--input-size", "8", "--rounds", "1", "--unroll", "2", "--batch-size", "2"])
     assert sorted(r["core"] for r in rows) == sorted(NAMES)
     assert "| core |" in capsys.readouterr().out
+
+
+def test_alstm_parameter_matched_setting_documented_in_the_readme():
+    # README's cores table: alstm hidden_size 204 matches lstm(256) within 1.1% behind the shallow torso.
+    count = lambda m: sum(p.numel() for p in m.parameters())  # noqa: E731
+    lstm, alstm = CORES.get("lstm")(263), CORES.get("alstm")(263, hidden_size=204)
+    assert count(lstm) == 533_504 and abs(count(alstm) / count(lstm) - 1) < 0.011
+    assert count(CORES.get("alstm")(263)) == 718_048  # the defaults: +35%
