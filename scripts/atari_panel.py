@@ -20,10 +20,17 @@ with its preset's runners. The output directory then holds, besides the compare 
 The score is the training return of whole games over the last 100 episodes, the figure the
 paper tables and IMPALA's and PPO's curves report; no separate evaluation runs.
 
+``--cores lstm rims`` adds a core axis: the RIMs-vs-LSTM study of the RIMs paper's Table 7
+(PPO with Kostrikov's settings, one agent per game). Each core's row then stands beside its
+own column of Table 7 (LSTM-PPO or RIMs-PPO). ``--paper-widths`` uses the authors' widths:
+an LSTM of 512 units against 6 RIMs of 85 (510) with k_A = 5 (appendix D.8, Figure 18);
+without it each core keeps mira's defaults (LSTM 256, RIMs 6 x 42 = 252, k_A = 4).
+
     python -m scripts.atari_panel --frames 1e7                       # both presets, 4 games, seed 0
     python -m scripts.atari_panel --learners impala --seeds 0 1 --frames 2e7
     python -m scripts.atari_panel --dry-run                          # list the trials and their state
     python -m scripts.atari_panel --frames 1e7 runtime.num_runners=15   # overrides for every trial
+    python -m scripts.atari_panel --learners ppo --cores lstm rims --paper-widths --frames 4e7 --seeds 0 1 2
 """
 
 from __future__ import annotations
@@ -39,16 +46,21 @@ ROOT = Path(__file__).resolve().parents[1]
 PRESETS = {"impala": "configs/impala_atari.yaml", "ppo": "configs/ppo_atari.yaml"}
 GAMES = ("Pong", "Breakout", "Boxing", "Freeway")
 REFERENCE = "rims_paper_table7_lstm_vs_rims_ppo.csv"
-REFERENCE_LABEL = "RIMs paper, LSTM-PPO, 40M frames (Goyal et al. 2019, Table 7)"
+CORES = ("lstm", "rims")  # the cores Table 7 has a column for
+PAPER_WIDTHS = {  # appendix D.8 / Figure 18: 6 RIMs, k_A = 5; widths of the authors' code
+    "lstm": {"hidden_size": 512},
+    "rims": {"num_units": 6, "unit_size": 85, "k_active": 5},
+}
 
 
-def reference_scores() -> dict[str, tuple[float, float]]:
-    """Game -> (LSTM-PPO mean, its error) from the RIMs paper's Table 7."""
+def reference_scores(core: str = "lstm") -> dict[str, tuple[float, float]]:
+    """Game -> (mean, error) of the RIMs paper's Table 7 column for ``core`` (LSTM-PPO or RIMs-PPO)."""
     with open(ROOT / "envs" / "data" / REFERENCE, newline="") as f:
-        return {row["game"]: (float(row["lstm_ppo_mean"]), float(row["lstm_ppo_err"])) for row in csv.DictReader(f)}
+        return {row["game"]: (float(row[f"{core}_ppo_mean"]), float(row[f"{core}_ppo_err"])) for row in csv.DictReader(f)}
 
 
-def compare_file(out: Path, frames: float, games, learners, seeds, overrides: list[str]) -> Path:
+def compare_file(out: Path, frames: float, games, learners, seeds, overrides: list[str], cores=None,
+                 paper_widths: bool = False) -> Path:
     """Write the compare file that runs the panel; returns its path."""
     import yaml
 
@@ -63,6 +75,9 @@ def compare_file(out: Path, frames: float, games, learners, seeds, overrides: li
         "matrix": {"base": [str(ROOT / PRESETS[name]) for name in learners], "env.game": list(games)},
         "seeds": [int(s) for s in seeds], "aggregate": "mean", "evaluate": {"episodes": 0},
     }
+    if cores:
+        spec["variants"] = [{"agent.core": c, **({"agent.core_options": PAPER_WIDTHS[c]} if paper_widths else {})}
+                            for c in cores]
     out.mkdir(parents=True, exist_ok=True)
     path = out / "panel_compare.yaml"
     path.write_text(yaml.safe_dump(spec, sort_keys=False))
@@ -75,7 +90,7 @@ def learner_of(base: str) -> str:
 
 
 def collect(trials) -> dict:
-    """(game, learner) -> {"seeds", "frames", "wall_time_s", "returns", "curves"} from each trial's
+    """(game, learner, core) -> {"seeds", "frames", "wall_time_s", "returns", "curves"} from each trial's
     summary.json and TensorBoard events (trials without a summary yet are left out)."""
     import json
 
@@ -87,7 +102,7 @@ def collect(trials) -> dict:
         if not summary_path.is_file():
             continue
         summary = json.loads(summary_path.read_text())
-        cell = cells.setdefault((t.cfg.env.game, learner_of(t.base)),
+        cell = cells.setdefault((t.cfg.env.game, learner_of(t.base), t.cfg.agent.core),
                                 {"seeds": [], "frames": [], "wall_time_s": [], "returns": [], "curves": []})
         cell["seeds"].append(t.seed)
         cell["frames"].append(int(summary["frames"]))
@@ -101,31 +116,33 @@ def _num(x, digits: int = 1) -> str:
     return "n/a" if x is None or (isinstance(x, float) and np.isnan(x)) else f"{x:,.{digits}f}"
 
 
-def table(cells: dict, games, learners) -> str:
-    """The markdown table of final scores beside the reference and human scores."""
+def table(cells: dict, games, learners, cores=("lstm",)) -> str:
+    """The markdown table of final scores beside the paper's column for each core and human scores."""
     from envs.scores import human_normalized, reference_scores as random_human
 
-    ref = reference_scores()
-    lines = ["| game | learner | frames | seeds | wall time | return (last 100) | human-normalised | "
-             f"{REFERENCE_LABEL} | human |", "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    refs = {core: reference_scores(core) if core in CORES else {} for core in cores}
+    lines = ["| game | learner | core | frames | seeds | wall time | return (last 100) | human-normalised | "
+             "RIMs paper, same core, PPO, 40M frames (Goyal et al. 2019, Table 7) | human |",
+             "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
     for game in games:
-        paper = ref.get(game)
         human = random_human("atari", game)[1]
         for learner in learners:
-            cell = cells.get((game, learner))
-            returns = [r for r in (cell or {}).get("returns", []) if r is not None]
-            mean = float(np.mean(returns)) if returns else None
-            frames = f"{np.mean(cell['frames']):,.0f}" if cell else "not run"
-            wall = f"{np.mean(cell['wall_time_s']) / 60:.0f} min" if cell else ""
-            seeds = str(len(cell["seeds"])) if cell else "0"
-            hns = None if mean is None else human_normalized(game, mean)
-            lines.append(f"| {game} | {learner} | {frames} | {seeds} | {wall} | {_num(mean)} | "
-                         f"{_num(hns, 0) + ' %' if hns is not None else 'n/a'} | "
-                         f"{f'{paper[0]:,.0f} ± {paper[1]:,.0f}' if paper else 'n/a'} | {_num(human)} |")
+            for core in cores:
+                cell = cells.get((game, learner, core))
+                paper = refs[core].get(game)
+                returns = [r for r in (cell or {}).get("returns", []) if r is not None]
+                mean = float(np.mean(returns)) if returns else None
+                frames = f"{np.mean(cell['frames']):,.0f}" if cell else "not run"
+                wall = f"{np.mean(cell['wall_time_s']) / 60:.0f} min" if cell else ""
+                seeds = str(len(cell["seeds"])) if cell else "0"
+                hns = None if mean is None else human_normalized(game, mean)
+                lines.append(f"| {game} | {learner} | {core} | {frames} | {seeds} | {wall} | {_num(mean)} | "
+                             f"{_num(hns, 0) + ' %' if hns is not None else 'n/a'} | "
+                             f"{f'{paper[0]:,.0f} ± {paper[1]:,.0f}' if paper else 'n/a'} | {_num(human)} |")
     return "\n".join(lines)
 
 
-def plot(cells: dict, games, learners, path: Path) -> None:
+def plot(cells: dict, games, learners, path: Path, cores=("lstm",)) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -133,25 +150,29 @@ def plot(cells: dict, games, learners, path: Path) -> None:
 
     from envs.scores import reference_scores as random_human
 
-    ref = reference_scores()
     cols = 2 if len(games) > 1 else 1
     rows = (len(games) + cols - 1) // cols
     fig, axes = plt.subplots(rows, cols, figsize=(6 * cols, 4 * rows), squeeze=False)
     colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    lines = [(learner, core) for learner in learners for core in cores]
     for ax, game in zip(axes.flat, games):
-        for i, learner in enumerate(learners):
-            cell = cells.get((game, learner))
+        for i, (learner, core) in enumerate(lines):
+            cell = cells.get((game, learner, core))
             curves = [c for c in (cell or {}).get("curves", []) if len(c[0])]
             if not curves:
                 continue
             top = min(c[0][-1] for c in curves)
             grid = np.linspace(min(c[0][0] for c in curves), top, 200)
             ys = np.array([np.interp(grid, x, y) for x, y in curves])
-            ax.plot(grid / 1e6, ys.mean(0), color=colors[i % len(colors)], label=f"mira {learner} ({len(curves)} seed(s))")
+            label = f"mira {learner}" + (f" {core}" if len(cores) > 1 else "") + f" ({len(curves)} seed(s))"
+            ax.plot(grid / 1e6, ys.mean(0), color=colors[i % len(colors)], label=label)
             if len(curves) > 1:
                 ax.fill_between(grid / 1e6, ys.min(0), ys.max(0), color=colors[i % len(colors)], alpha=0.2)
-        if game in ref:
-            ax.axhline(ref[game][0], color="k", ls="--", lw=1, label="RIMs paper LSTM-PPO @ 40M")
+        for j, core in enumerate(c for c in cores if c in CORES):
+            ref = reference_scores(core)
+            if game in ref:
+                ax.axhline(ref[game][0], color="k", ls="--" if j == 0 else "-.", lw=1,
+                           label=f"RIMs paper {core.upper()}-PPO @ 40M")
         ax.axhline(random_human("atari", game)[1], color="grey", ls=":", lw=1, label="human")
         ax.set_title(game)
         ax.set_xlabel("frames (millions)")
@@ -171,6 +192,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--games", nargs="+", default=list(GAMES), metavar="GAME")
     p.add_argument("--learners", nargs="+", default=list(PRESETS), choices=list(PRESETS))
     p.add_argument("--seeds", nargs="+", type=int, default=[0])
+    p.add_argument("--cores", nargs="+", choices=list(CORES), help="add a core axis (default: each preset's core)")
+    p.add_argument("--paper-widths", action="store_true", help="with --cores: LSTM 512 vs 6 RIMs x 85, k_A = 5 (appendix D.8)")
     p.add_argument("--out", default="runs/atari_panel", help="output directory (default runs/atari_panel)")
     p.add_argument("--max-concurrent", type=int, default=1, metavar="N", help="trials at once (default 1: 2 cores)")
     p.add_argument("--dry-run", action="store_true", help="validate every trial and list what would run")
@@ -181,6 +204,8 @@ def main(argv: list[str] | None = None) -> int:
 
     if args.frames <= 0:
         p.error(f"--frames must be positive, got {args.frames:g}")
+    if args.paper_widths and not args.cores:
+        p.error("--paper-widths sets the widths of --cores; give --cores lstm rims (or one of them)")
     ref = reference_scores()
     for game in args.games:
         try:
@@ -190,7 +215,8 @@ def main(argv: list[str] | None = None) -> int:
         if game not in ref:
             print(f"[panel] {game} has no row in the RIMs paper's Table 7; its reference column reads n/a", file=sys.stderr)
     out = Path(args.out)
-    path = compare_file(out, args.frames, args.games, args.learners, args.seeds, args.overrides)
+    path = compare_file(out, args.frames, args.games, args.learners, args.seeds, args.overrides, args.cores,
+                        args.paper_widths)
     try:
         result = run_compare(str(path), dry_run=args.dry_run, max_concurrent=args.max_concurrent)
         if args.dry_run:
@@ -202,14 +228,15 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         return 130
     cells = collect(trials)
-    plot(cells, args.games, args.learners, out / "panel.png")
+    cores = args.cores or sorted({t.cfg.agent.core for t in trials})
+    plot(cells, args.games, args.learners, out / "panel.png", cores)
     text = "\n".join([
         f"# Atari panel: {', '.join(args.learners)} on {', '.join(args.games)}", "",
         f"Target {args.frames:,.0f} frames per trial, seeds {', '.join(map(str, args.seeds))}; return = training "
         "return of whole games, mean of the last 100 episodes, mean over seeds; human-normalised = "
         "100 (score - random) / (human - random) with envs/data/atari57_random_human.csv. The reference column "
         "is the paper's, at 40M frames; ours at the frames shown.", "",
-        table(cells, args.games, args.learners), "", "![panel](panel.png)", ""])
+        table(cells, args.games, args.learners, cores), "", "![panel](panel.png)", ""])
     (out / "panel.md").write_text(text)
     print(f"[panel] wrote {out / 'panel.md'} and {out / 'panel.png'}", file=sys.stderr)
     return 1 if result["failed"] else 0

@@ -25,13 +25,29 @@ def test_unknown_game_is_a_one_line_error(tmp_path, capsys):
 
 def test_table_puts_scores_beside_the_paper_and_human(tmp_path):
     curve = (np.array([1e6, 2e6, 3e6]), np.array([-20.0, -5.0, 19.0]))
-    cells = {("Pong", "impala"): {"seeds": [0, 1], "frames": [3_000_000, 3_000_000], "wall_time_s": [600.0, 660.0],
-                                  "returns": [18.0, 20.0], "curves": [curve, curve]}}
+    cells = {("Pong", "impala", "lstm"): {"seeds": [0, 1], "frames": [3_000_000, 3_000_000], "wall_time_s": [600.0, 660.0],
+                                          "returns": [18.0, 20.0], "curves": [curve, curve]}}
     text = atari_panel.table(cells, ["Pong", "Boxing"], ["impala", "ppo"])
     rows = {tuple(c.strip() for c in line.split("|")[1:3]): line for line in text.splitlines()[2:]}
     pong = rows[("Pong", "impala")]
     # 19.0 on Pong: 100 (19 + 20.7) / (14.6 + 20.7) = 112.5 % of human; the paper's LSTM-PPO: 20 +- 1.
-    assert "| 3,000,000 | 2 | 10 min | 19.0 | 112 % | 20 ± 1 | 14.6 |" in pong
+    assert "| lstm | 3,000,000 | 2 | 10 min | 19.0 | 112 % | 20 ± 1 | 14.6 |" in pong
     assert "not run" in rows[("Pong", "ppo")] and "80 ± 3" in rows[("Boxing", "impala")]
     atari_panel.plot(cells, ["Pong", "Boxing"], ["impala", "ppo"], tmp_path / "panel.png")
+    # With a core axis each core stands beside its own column of Table 7 (Boxing: LSTM 80 +- 3, RIMs 95 +- 10).
+    text = atari_panel.table({}, ["Boxing"], ["ppo"], ["lstm", "rims"])
+    assert "| Boxing | ppo | lstm | not run |" in text and "80 ± 3" in text and "| Boxing | ppo | rims |" in text
+    assert "95 ± 10" in text
     assert (tmp_path / "panel.png").stat().st_size > 10_000
+
+
+def test_rims_study_uses_the_paper_widths(tmp_path, capsys):
+    assert atari_panel.main(["--dry-run", "--learners", "ppo", "--games", "Pong", "--cores", "lstm", "rims",
+                             "--paper-widths", "--out", str(tmp_path)]) == 0
+    from scripts.compare import load_spec
+
+    _, trials, _ = load_spec(tmp_path / "panel_compare.yaml")
+    by_core = {t.cfg.agent.core: t.cfg.agent.core_options for t in trials}
+    assert by_core["lstm"]["hidden_size"] == 512
+    assert (by_core["rims"]["num_units"], by_core["rims"]["unit_size"], by_core["rims"]["k_active"]) == (6, 85, 5)
+    assert all(t.cfg.env.episodic_life for t in trials)  # the PPO preset's, as Kostrikov's wrappers
