@@ -44,12 +44,15 @@ class TaskValueOutput(nn.Module):
 
 
 class Agent(nn.Module):
-    def __init__(self, cfg: AgentConfig, obs_shapes: dict[str, tuple[int, ...]], num_actions: int, num_tasks: int = 1):
+    def __init__(self, cfg: AgentConfig, obs_shapes: dict[str, tuple[int, ...]], num_actions: int, num_tasks: int = 1,
+                 obs_vocab: dict[str, int] | None = None):
+        """``obs_shapes``: shape of each observation key; ``obs_vocab``: the number of token
+        ids of token-valued keys (the instruction), from the environment's observation space."""
         super().__init__()
         self.obs_keys = tuple(sorted(obs_shapes))
         self.num_actions = num_actions
         as_set = cfg.core_options.get("input_set", "flat") == "spatial"
-        self.torso = TORSOS.get(cfg.torso)(obs_shapes, num_actions, as_set=as_set, **cfg.torso_options)
+        self.torso = TORSOS.get(cfg.torso)(obs_shapes, num_actions, as_set=as_set, obs_vocab=obs_vocab, **cfg.torso_options)
         self.core = CORES.get(cfg.core)(self.torso.output_size, **cfg.core_options)
         self.head = HEADS.get(cfg.head)(self.core.output_size, num_actions, num_tasks, **cfg.head_options)
         self.value_output = TaskValueOutput(num_tasks) if cfg.popart else None

@@ -9,7 +9,9 @@ the observation carries an instruction, a word embedding of it is concatenated t
 and it costs nothing per step) or ``lstm`` (IMPALA's language encoder: an LSTM over the
 embedded words, its last output).
 
-``init`` chooses the conv/fc initialisation (``INITS`` below).
+``init`` chooses the conv/fc initialisation (``INITS`` below). The instruction's vocabulary
+size comes with the observation spec (``obs_vocab``, from the environment's observation
+space): agents/ knows nothing of envs/.
 
 ``as_set=True`` presents the conv output as a set of spatial positions ``[T, B, N, E]``
 (each position's 32 channels plus the shared extras) for cores that attend over an input
@@ -25,7 +27,6 @@ import torch.nn.functional as F
 from torch import nn
 
 from agents.registry import Registry
-from envs.instructions import VOCAB_SIZE
 
 TORSOS: Registry = Registry("torso")
 
@@ -56,6 +57,7 @@ class ShallowTorso(nn.Module):
         obs_shapes: dict[str, tuple[int, ...]],
         num_actions: int,
         as_set: bool = False,
+        obs_vocab: dict[str, int] | None = None,
         hidden_size: int = 256,
         instruction: str = "bow",
         word_embedding_size: int = 20,
@@ -78,7 +80,11 @@ class ShallowTorso(nn.Module):
         self.read_instruction = "instruction" in obs_shapes and instruction != "none"
         extras = num_actions + 1
         if self.read_instruction:
-            self.embed = nn.Embedding(VOCAB_SIZE, word_embedding_size, padding_idx=0)
+            vocab = (obs_vocab or {}).get("instruction")
+            if not vocab:
+                raise ValueError("the observation has an instruction but its vocabulary size is unknown: pass "
+                                 "obs_vocab={'instruction': N} (EnvRunner.spec() carries it)")
+            self.embed = nn.Embedding(vocab, word_embedding_size, padding_idx=0)
             self.instruction_mode = instruction
             if instruction == "lstm":
                 self.instruction_rnn = nn.LSTM(word_embedding_size, instruction_size)

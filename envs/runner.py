@@ -60,7 +60,10 @@ class EnvRunner:
         self.envs = [self.suite.make(task, base_seed + i) for i, task in enumerate(self.tasks)]
         space = self.envs[0].observation_space
         self.obs_shapes = {k: space[k].shape for k in space}
-        self.agent = Agent(agent_cfg, self.obs_shapes, self.suite.num_actions, len(self.suite.tasks))
+        # Token-valued keys (the instruction): ids 0..high, read off the observation space.
+        self.obs_vocab = {k: int(np.max(space[k].high)) + 1 for k in space
+                          if k != "pixels" and np.issubdtype(space[k].dtype, np.integer)}
+        self.agent = Agent(agent_cfg, self.obs_shapes, self.suite.num_actions, len(self.suite.tasks), self.obs_vocab)
         self.agent.eval()
         self.generator = torch.Generator().manual_seed(base_seed)
         self.version = -1
@@ -239,6 +242,7 @@ class EnvRunner:
         """What the learner needs to build the same agent."""
         return dict(
             obs_shapes=self.obs_shapes,
+            obs_vocab=self.obs_vocab,
             num_actions=self.suite.num_actions,
             tasks=list(self.suite.tasks),
             frames_per_step=self.suite.frames_per_step,

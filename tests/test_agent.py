@@ -24,7 +24,7 @@ def make_agent(core, head, seed=0, **core_options):
     if "unit_size" in core_opts:
         core_opts["unit_size"] = 8
     cfg = AgentConfig(core=core, head=head, torso_options={"hidden_size": 32}, core_options=core_opts)
-    agent = Agent(cfg, OBS, A, TASKS)
+    agent = Agent(cfg, OBS, A, TASKS, {"instruction": 1024})
     agent.eval()  # dropout off: stepping must equal unrolling
     return agent
 

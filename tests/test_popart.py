@@ -25,7 +25,8 @@ def inputs(T=4, B=6):
 @pytest.mark.parametrize("head", HEADS.names())
 def test_outputs_preserved_across_a_statistics_update(head):
     torch.manual_seed(0)
-    agent = Agent(AgentConfig(head=head, popart=True, core_options={"hidden_size": 16}, torso_options={"hidden_size": 16}), OBS, 5, TASKS)
+    agent = Agent(AgentConfig(head=head, popart=True, core_options={"hidden_size": 16}, torso_options={"hidden_size": 16}), OBS, 5, TASKS,
+                  {"instruction": 1024})
     agent.eval().double()  # float64: the check is of the algebra, not of float32 rounding
     popart = PopArt(agent.value_output, TASKS, beta=0.5).double()
     x = inputs()
