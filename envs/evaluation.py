@@ -44,7 +44,7 @@ class Evaluator:
 def score_table(returns: dict[str, list[float]], score_suite: str, reps: int = 2000, seed: int = 0) -> dict:
     """Per-task statistics and aggregates of normalised scores (when the suite has them)."""
     from envs import scores
-    from scripts import statistics as st
+    from envs import statistics as st
 
     tasks = list(returns)
     has_ref = scores.has_reference_scores(score_suite) if score_suite != "none" else False

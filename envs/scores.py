@@ -9,7 +9,7 @@ For Atari-57 and DMLab-30 the reference is a human tester, and the score is call
 *human-normalised* (Mnih et al. 2015; Wang et al. 2016; IMPALA, Espeholt et al. 2018).
 DMLab-30 results are usually summarised with the *capped* mean: ``min(score, 100)`` per
 level, then the mean over levels (``capped`` here; the aggregate lives in
-``scripts/statistics.py``).
+``envs/statistics.py``).
 
 Tables (``envs/data/``, sources in ``envs/data/README.md``), loaded as package data:
 - ``ATARI57``: game -> (random, human), ALE game names ("Pong", "MontezumaRevenge"),
@@ -166,11 +166,6 @@ def normalized(score: float, low: float, high: float) -> float:
     if high == low:
         raise ValueError(f"cannot normalise: low == high == {low}")
     return 100.0 * (score - low) / (high - low)
-
-
-def capped(score: float, cap: float = 100.0) -> float:
-    """``min(score, cap)``: the DMLab-30 per-level cap applied before averaging."""
-    return min(score, cap)
 
 
 def normalized_score(suite: str, task: str, score: float) -> float:

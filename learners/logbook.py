@@ -8,6 +8,8 @@ import time
 
 import numpy as np
 
+from envs.statistics import capped_mean
+
 
 class EpisodeStats:
     """Returns and lengths of finished episodes: the last ``window`` overall and per task."""
@@ -87,7 +89,7 @@ class Logbook:
                 # as absent.
                 normalized = [self.normalize(t, r) for t, r in means.items()]
                 self.writer.add_scalar("normalized_score_mean", float(np.mean(normalized)), frames)
-                self.writer.add_scalar("normalized_score_capped_mean", float(np.mean(np.minimum(normalized, 100.0))), frames)
+                self.writer.add_scalar("normalized_score_capped_mean", capped_mean(np.array([normalized])), frames)
 
     def progress(self, frames: int, fps: float, stats: EpisodeStats, extra: str = "") -> None:
         if self.quiet:

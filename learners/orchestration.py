@@ -164,6 +164,21 @@ def check_capacity(cfg) -> None:
         )
 
 
+def make_evaluator(cfg, tasks: list[int], episodes: int, in_process: bool):
+    """An ``Evaluator`` of ``tasks`` (``envs/evaluation.py``): in this process, or a Ray actor
+    (1 CPU, spread over the nodes). The one place evaluators are built (training's periodic
+    evaluation and ``mira evaluate``)."""
+    from envs.evaluation import Evaluator
+
+    kwargs = dict(env_cfg=cfg.env, agent_cfg=cfg.agent, tasks=tasks, episodes=episodes,
+                  max_envs=cfg.runtime.envs_per_runner, seed=cfg.run.seed + 10_000)
+    if in_process:
+        return Local(Evaluator(**kwargs))
+    import ray
+
+    return ray.remote(num_cpus=1, scheduling_strategy="SPREAD")(Evaluator).remote(**kwargs)
+
+
 def learner_wants_gpu(cfg) -> bool:
     if cfg.learner.device.startswith("cuda"):
         if cfg.runtime.num_runners > 0:
@@ -216,16 +231,8 @@ class Fleet:
         self.runners[index] = self.make_runner(index)
 
     def make_evaluator(self, num_tasks: int):
-        from envs.evaluation import Evaluator
-
         cfg = self.cfg
-        kwargs = dict(env_cfg=cfg.env, agent_cfg=cfg.agent, tasks=list(range(num_tasks)), episodes=cfg.eval.episodes,
-                      max_envs=cfg.runtime.envs_per_runner, seed=cfg.run.seed + 10_000)
-        if cfg.runtime.num_runners == 0:
-            return Local(Evaluator(**kwargs))
-        import ray
-
-        return ray.remote(num_cpus=1)(Evaluator).remote(**kwargs)
+        return make_evaluator(cfg, list(range(num_tasks)), cfg.eval.episodes, in_process=cfg.runtime.num_runners == 0)
 
     def make_learner(self, spec: dict, gpus: int = 0):
         """The learner: in-process with ``num_runners: 0``, else an actor with ``gpus`` GPUs

@@ -37,7 +37,6 @@ resume_from=...)``) and starts the rest; raising ``run.total_frames`` extends fi
 from __future__ import annotations
 
 import argparse
-import contextlib
 import functools
 import itertools
 import json
@@ -50,6 +49,7 @@ from pathlib import Path
 
 from learners.config import ConfigError, ExperimentConfig, from_dict, load_config, read_yaml
 from scripts.pbt import PBTSpec
+from scripts.trials import flatten, make_job, needs_work, override, run_trial, say, trial_state
 
 AGGREGATES = ("median", "mean", "iqm", "capped_mean")
 
@@ -100,29 +100,6 @@ class Trial:
         return Path(self.cfg.run.dir)
 
 
-def _say(*parts) -> None:
-    print("[mira]", *parts, file=sys.stderr, flush=True)
-
-
-def _flatten(data: dict, prefix: str = "") -> dict:
-    out = {}
-    for key, value in data.items():
-        full = f"{prefix}.{key}" if prefix else str(key)
-        out.update(_flatten(value, full) if isinstance(value, dict) and value else {full: value})
-    return out
-
-
-def _override(key: str, value) -> str:
-    return f"{key}={json.dumps(value)}"  # JSON is YAML: strings, numbers and lists round-trip
-
-
-def _read_json(path: Path) -> dict | None:
-    try:
-        return json.loads(path.read_text())
-    except (OSError, ValueError):
-        return None
-
-
 def _resolve(path: str, near: Path) -> Path:
     for candidate in (near / path, Path(path)):
         if candidate.is_file():
@@ -148,7 +125,7 @@ def load_spec(path: str | Path, out: str | None = None) -> tuple[CompareSpec, li
         raise ConfigError(f"compare file {str(path)!r} does not exist")
     raw = read_yaml(path) or {}
     spec = from_dict(CompareSpec, raw)
-    if "run.seed" in _flatten(spec.overrides):
+    if "run.seed" in flatten(spec.overrides):
         raise ConfigError("overrides.run.seed would be replaced by each trial's seed; list the seeds in `seeds:`")
     if "run.seed" in spec.matrix:  # a seed axis in the matrix is the seeds list, not a variant axis
         seeds = spec.matrix.pop("run.seed")
@@ -169,10 +146,10 @@ def load_spec(path: str | Path, out: str | None = None) -> tuple[CompareSpec, li
     for i, v in enumerate(spec.variants):
         if not isinstance(v, dict) or not v:
             raise ConfigError(f"variants[{i}]: expected a mapping of dotted keys to values, got {v!r}")
-    explicit = [_flatten(v) for v in spec.variants] or [{}]
+    explicit = [flatten(v) for v in spec.variants] or [{}]
     if not spec.base and "base" not in spec.matrix and not all("base" in v for v in explicit):
         raise ConfigError("the compare file needs `base: TRAINING_CONFIG` (or a matrix key `base`)")
-    common = [_override(k, v) for k, v in _flatten(spec.overrides).items()]
+    common = [override(k, v) for k, v in flatten(spec.overrides).items()]
     trials, slugs = [], set()
     combos = [{**extra, **dict(zip(spec.matrix, combo))} for extra in explicit
               for combo in itertools.product(*spec.matrix.values())]
@@ -182,8 +159,8 @@ def load_spec(path: str | Path, out: str | None = None) -> tuple[CompareSpec, li
             raise ConfigError(f"two variants share the directory name {variant!r}; make the variants distinct")
         slugs.add(variant)
         base = _resolve(str(settings.get("base", spec.base)), path.parent)
-        mine = [_override(k, v) for key, value in settings.items() if key != "base"
-                for k, v in _flatten({key: value}).items()]
+        mine = [override(k, v) for key, value in settings.items() if key != "base"
+                for k, v in flatten({key: value}).items()]
         for seed in spec.seeds:
             where = out / "trials" / f"{variant}-seed{seed}"
             overrides = common + mine + [f"run.seed={seed}", f"run.dir={where}", f"run.name={name}-{where.name}"]
@@ -197,51 +174,6 @@ def load_spec(path: str | Path, out: str | None = None) -> tuple[CompareSpec, li
 
         check(spec, trials)
     return spec, trials, out
-
-
-# ---------------------------------------------------------------- one trial (in a Ray task)
-
-
-def trial_state(run_dir: Path, target_frames: int) -> str:
-    """``done`` (finished to target), ``resume`` (has a checkpoint) or ``new``."""
-    from learners.run_dir import RunDir
-
-    summary, ckpt = _read_json(run_dir / "summary.json"), RunDir(run_dir).latest_checkpoint()
-    if ckpt is not None and summary and not summary.get("interrupted") and summary.get("frames", 0) >= target_frames:
-        return "done"
-    return "resume" if ckpt is not None else "new"
-
-
-def eval_is_current(run_dir: Path, episodes: int) -> bool:
-    from learners.run_dir import RunDir
-
-    result, ckpt = _read_json(run_dir / "eval.json"), RunDir(run_dir).latest_checkpoint()
-    return bool(result and ckpt and result.get("checkpoint") == str(ckpt)
-                and all(t["episodes"] == episodes for t in result["tasks"].values()))
-
-
-def run_trial(job: dict) -> dict:
-    """Train one trial to its ``run.total_frames`` (new, resumed or already there), then evaluate
-    its last checkpoint if ``job['episodes']``. Runs in a Ray task; output goes to train.log."""
-    import torch
-
-    from learners.run_dir import RunDir
-    from learners.trainer import Trainer
-    from scripts.evaluate import evaluate_checkpoint
-
-    torch.set_num_threads(job["threads"])
-    cfg = load_config(job["base"], job["overrides"])
-    run_dir = Path(cfg.run.dir)
-    run_dir.mkdir(parents=True, exist_ok=True)
-    state = trial_state(run_dir, cfg.run.total_frames)
-    with open(run_dir / "train.log", "a") as log, contextlib.redirect_stdout(log), contextlib.redirect_stderr(log):
-        if state != "done":
-            run = RunDir.open(run_dir) if state == "resume" else RunDir.create(cfg, job["base"])
-            Trainer(cfg, run, resume_from=run.latest_checkpoint() if state == "resume" else None).train()
-        summary = _read_json(run_dir / "summary.json")
-        if job["episodes"] and not summary["interrupted"] and not eval_is_current(run_dir, job["episodes"]):
-            evaluate_checkpoint(str(run_dir), episodes=job["episodes"], num_runners=job["eval_runners"])
-    return {"state": state, "summary": summary, "eval": _read_json(run_dir / "eval.json")}
 
 
 # ---------------------------------------------------------------- the driver
@@ -263,8 +195,10 @@ def _capacity(ray, spec: CompareSpec, cfg: ExperimentConfig) -> int:
     have = ray.cluster_resources()
     cpus, gpus = spec.resources.cpus_per_trial, spec.resources.gpus_per_trial
     if cfg.runtime.num_runners > 0:
+        from learners.orchestration import learner_wants_gpu
+
         cpus += cfg.runtime.num_runners + cfg.runtime.learner_cpus
-        gpus += 1 if cfg.learner.device.startswith("cuda") or (cfg.learner.device == "auto" and have.get("GPU", 0) >= 1) else 0
+        gpus += 1 if learner_wants_gpu(cfg) else 0
     fits = [have.get("CPU", 1) // max(cpus, 1e-9)] + ([have.get("GPU", 0) // gpus] if gpus else [])
     return max(1, int(min(fits)))
 
@@ -289,21 +223,20 @@ def _run_jobs(jobs: list[dict], spec: CompareSpec, cfg: ExperimentConfig, max_co
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
     limit = max_concurrent or _capacity(ray, spec, cfg)
-    if not quiet:
-        _say(f"running {len(jobs)} trial(s), up to {limit} at once, on {ray.cluster_resources().get('CPU', 0):.0f} CPUs")
+    tell = (lambda *a: None) if quiet else say
+    tell(f"running {len(jobs)} trial(s), up to {limit} at once, on {ray.cluster_resources().get('CPU', 0):.0f} CPUs")
     opts = dict(num_cpus=spec.resources.cpus_per_trial, num_gpus=spec.resources.gpus_per_trial, max_retries=1)
     if spec.resources.placement == "driver":
         opts["scheduling_strategy"] = NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), soft=False)
     task = ray.remote(run_trial).options(**opts)
     pending, running, results, failed = list(jobs), {}, {}, {}
-    say = (lambda *a: None) if quiet else _say
     last = time.time()
     try:
         while pending or running:
             while pending and len(running) < limit:
                 job = pending.pop(0)
                 running[task.remote(job)] = (job, time.time())
-                say(f"started  {job['slug']} ({job['state']}, to {job['frames']:,} frames)")
+                tell(f"started  {job['slug']} ({job['state']}, to {job['frames']:,} frames)")
             ready, _ = ray.wait(list(running), num_returns=1, timeout=2.0)
             for ref in ready:
                 job, start = running.pop(ref)
@@ -311,37 +244,25 @@ def _run_jobs(jobs: list[dict], spec: CompareSpec, cfg: ExperimentConfig, max_co
                     results[job["slug"]] = res = ray.get(ref)
                 except Exception as e:  # noqa: BLE001 - one failed trial does not stop the others
                     failed[job["slug"]] = str(e).strip().splitlines()[-1][:300]
-                    say(f"FAILED   {job['slug']}: {failed[job['slug']]} (see {job['dir']}/train.log)")
+                    tell(f"FAILED   {job['slug']}: {failed[job['slug']]} (see {job['dir']}/train.log)")
                     continue
                 s, ev = res["summary"], res["eval"]
                 ret = s.get("episode_return_mean")
                 agg = (ev or {}).get("aggregates", {}).get(spec.aggregate)
                 score = f", eval {spec.aggregate} {agg['value']:.3f}" if agg else ""
-                say(f"finished {job['slug']}: {s['frames']:,} frames, {time.time() - start:.0f}s, return(last100) "
+                tell(f"finished {job['slug']}: {s['frames']:,} frames, {time.time() - start:.0f}s, return(last100) "
                     f"{'n/a' if ret is None else f'{ret:.3f}'}{score} [{len(results) + len(failed)}/{len(jobs)}]")
             if running and time.time() - last >= 30.0:
                 last = time.time()
                 for job, _ in running.values():
-                    say(f"  {job['slug']}: {_progress(Path(job['dir']))}")
+                    tell(f"  {job['slug']}: {_progress(Path(job['dir']))}")
     except KeyboardInterrupt:
-        say("interrupted: stopping trials (each writes a checkpoint); re-run the same command to resume")
+        tell("interrupted: stopping trials (each writes a checkpoint); re-run the same command to resume")
         for ref in running:
             ray.cancel(ref)
         ray.wait(list(running), num_returns=len(running), timeout=60)
         raise
     return results, failed
-
-
-def _job(trial: Trial, spec: CompareSpec, frames: int, extra: list[str], evaluate: bool) -> dict:
-    overrides = trial.overrides + extra + [f"run.total_frames={frames}"]
-    state = trial_state(trial.dir, frames)
-    return dict(slug=trial.slug, dir=str(trial.dir), base=trial.base, overrides=overrides, frames=frames, state=state,
-                episodes=spec.evaluate.episodes if evaluate else 0, eval_runners=spec.evaluate.num_runners,
-                threads=max(1, int(spec.resources.cpus_per_trial)))
-
-
-def _needs_work(job: dict) -> bool:
-    return job["state"] != "done" or bool(job["episodes"] and not eval_is_current(Path(job["dir"]), job["episodes"]))
 
 
 def run_compare(path: str, dry_run: bool = False, max_concurrent: int | None = None, out: str | None = None,
@@ -355,10 +276,10 @@ def run_compare(path: str, dry_run: bool = False, max_concurrent: int | None = N
     spec, trials, out_dir = load_spec(path, out)
     status = {t.slug: trial_state(t.dir, t.cfg.run.total_frames) for t in trials}
     if dry_run or not quiet:
-        _say(f"compare {spec.name or Path(path).stem}: {len({t.variant for t in trials})} variant(s) x "
+        say(f"compare {spec.name or Path(path).stem}: {len({t.variant for t in trials})} variant(s) x "
              f"{len(spec.seeds)} seed(s) -> {out_dir}")
         for t in trials:
-            _say(f"  {t.slug:40s} {status[t.slug]:7s} {t.cfg.run.total_frames:>12,} frames  {Path(t.base).name}")
+            say(f"  {t.slug:40s} {status[t.slug]:7s} {t.cfg.run.total_frames:>12,} frames  {Path(t.base).name}")
     if dry_run:
         return {"out": str(out_dir), "trials": status, "failed": {}, "results": None}
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -370,19 +291,19 @@ def run_compare(path: str, dry_run: bool = False, max_concurrent: int | None = N
         ran, failed = pbt_mod.run_population(spec, trials, out_dir, run_jobs, quiet)
         status.update({t.slug: "trained" if t.slug in ran else "skipped" for t in trials})
     else:
-        jobs = [_job(t, spec, t.cfg.run.total_frames, [], True) for t in trials]
-        done = [j for j in jobs if not _needs_work(j)]
+        jobs = [make_job(t, spec, t.cfg.run.total_frames, [], True) for t in trials]
+        done = [j for j in jobs if not needs_work(j)]
         for j in done:
             status[j["slug"]] = "skipped"
             if not quiet:
-                _say(f"skipped  {j['slug']} (finished and evaluated)")
-        results, failed = run_jobs([j for j in jobs if _needs_work(j)])
+                say(f"skipped  {j['slug']} (finished and evaluated)")
+        results, failed = run_jobs([j for j in jobs if needs_work(j)])
         status.update({s: {"new": "trained", "resume": "resumed", "done": "evaluated"}[r["state"]] for s, r in results.items()})
     status.update({s: "failed" for s in failed})
     ok = [t for t in trials if t.slug not in failed]
     results = write_report(out_dir, spec, ok, failed, trials[0].cfg.run.total_frames) if ok else None
     if not quiet:
-        _say(f"wrote {out_dir / 'report.md'}, results.json and plots" if ok else "every trial failed; no report")
+        say(f"wrote {out_dir / 'report.md'}, results.json and plots" if ok else "every trial failed; no report")
     return {"out": str(out_dir), "trials": status, "failed": failed, "results": results}
 
 
@@ -395,7 +316,7 @@ def _command(args) -> int:
     except KeyboardInterrupt:
         return 130
     if result["failed"]:
-        _say(f"{len(result['failed'])} trial(s) failed: {', '.join(result['failed'])}")
+        say(f"{len(result['failed'])} trial(s) failed: {', '.join(result['failed'])}")
         return 1
     return 0
 
@@ -412,10 +333,15 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m scripts.compare FILE ...`` = ``mira compare FILE ...``."""
-    from scripts.cli import main as mira
-
-    return mira(["compare", *(sys.argv[1:] if argv is None else argv)])
+    """``python -m scripts.compare FILE ...`` = ``mira compare FILE ...`` (without importing the CLI)."""
+    parser = argparse.ArgumentParser(prog="python -m scripts")
+    add_parser(parser.add_subparsers())
+    args = parser.parse_args(["compare", *(sys.argv[1:] if argv is None else argv)])
+    try:
+        return args.fn(args)
+    except ConfigError as e:
+        print(f"mira: error: {e}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

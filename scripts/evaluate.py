@@ -68,9 +68,9 @@ def record_videos(cfg, weights: dict, indices: list[int], names: list[str], epis
 def evaluate_checkpoint(path: str, episodes: int = 10, tasks: list[str] | None = None, protocol: str | None = None,
                         num_runners: int | None = None, overrides: list[str] | None = None, quiet: bool = False,
                         video: int = 0) -> dict:
-    from envs.evaluation import Evaluator, markdown, score_table
+    from envs.evaluation import markdown, score_table
     from envs.suites import build_suite
-    from learners.orchestration import call, connect, get, Local
+    from learners.orchestration import call, connect, get, make_evaluator
     from learners.run_dir import RunDir
 
     ckpt, out_dir = locate(path)
@@ -93,20 +93,16 @@ def evaluate_checkpoint(path: str, episodes: int = 10, tasks: list[str] | None =
     indices = [suite.tasks.index(t) for t in names]
     weights = state["learner"]["agent"]
     in_process = (cfg.runtime.num_runners if num_runners is None else num_runners) == 0
-    kwargs = dict(env_cfg=cfg.env, agent_cfg=cfg.agent, episodes=episodes, max_envs=cfg.runtime.envs_per_runner, seed=cfg.run.seed + 10_000)
     start = time.time()
     if not quiet:
         print(f"[mira] evaluating {ckpt} on {len(indices)} task(s), {episodes} episodes each"
               f"{' in-process' if in_process else ' on Ray'}", file=sys.stderr, flush=True)
-    if in_process:
-        handles = [Local(Evaluator(tasks=[i], **kwargs)) for i in indices]
-    else:
+    if not in_process:
         import ray
 
         connect(cfg)
-        actor = ray.remote(num_cpus=1, scheduling_strategy="SPREAD")(Evaluator)
-        handles = [actor.remote(tasks=[i], **kwargs) for i in indices]
         weights = ray.put(weights)
+    handles = [make_evaluator(cfg, [i], episodes, in_process) for i in indices]
     refs = [call(h, "evaluate", weights) for h in handles]
     returns = {}
     for i, ref in zip(indices, refs):

@@ -28,6 +28,7 @@ from pathlib import Path
 import numpy as np
 
 from learners.config import ConfigError
+from scripts.trials import make_job, needs_work, override, read_json, say
 
 
 @dataclass
@@ -112,20 +113,19 @@ def _copy_checkpoint(donor: Path, recipient: Path) -> str:
 def run_population(spec, trials, out_dir: Path, run_jobs, quiet: bool) -> tuple[set, dict]:
     """Train every trial in generations with exploit/explore between them; ``run_jobs(jobs) ->
     (results, failed)`` runs one generation's jobs. Returns (trials that ran, failed)."""
-    from scripts.compare import _job, _needs_work, _override, _read_json, _say
 
     state_path = out_dir / "pbt.json"
-    state = _read_json(state_path) or {"hyperparams": initial_hyperparams(spec, trials), "generations": []}
+    state = read_json(state_path) or {"hyperparams": initial_hyperparams(spec, trials), "generations": []}
     total = trials[0].cfg.run.total_frames
     boundaries = list(range(spec.pbt.interval_frames, total, spec.pbt.interval_frames)) + [total]
     ran: set = set()
     for generation, frames in enumerate(boundaries, start=1):
         last = frames == total
-        jobs = [_job(t, spec, frames, [_override(h, v) for h, v in state["hyperparams"][t.slug].items()], last)
+        jobs = [make_job(t, spec, frames, [override(h, v) for h, v in state["hyperparams"][t.slug].items()], last)
                 for t in trials]
-        todo = [j for j in jobs if _needs_work(j)]
+        todo = [j for j in jobs if needs_work(j)]
         if todo and not quiet:
-            _say(f"PBT generation {generation}/{len(boundaries)}: training to {frames:,} frames")
+            say(f"PBT generation {generation}/{len(boundaries)}: training to {frames:,} frames")
         results, failed = run_jobs(todo)
         ran.update(results)
         if failed:
@@ -136,7 +136,7 @@ def run_population(spec, trials, out_dir: Path, run_jobs, quiet: bool) -> tuple[
         record = {"generation": generation, "frames": frames, "fitness": {}, "moves": {}}
         for variant in sorted({t.variant for t in trials}):
             members = [t for t in trials if t.variant == variant]
-            fitness = {t.slug: (_read_json(t.dir / "summary.json") or {}).get("episode_return_mean") for t in members}
+            fitness = {t.slug: (read_json(t.dir / "summary.json") or {}).get("episode_return_mean") for t in members}
             record["fitness"].update(fitness)
             population = [(t.slug, fitness[t.slug], state["hyperparams"][t.slug]) for t in members]
             by_slug = {t.slug: t for t in members}
@@ -146,7 +146,7 @@ def run_population(spec, trials, out_dir: Path, run_jobs, quiet: bool) -> tuple[
                 record["moves"][recipient] = {"copied": donor, "checkpoint": ckpt, "hyperparams": hyper}
                 if not quiet:
                     ret = {s: "n/a" if fitness[s] is None else f"{fitness[s]:.3f}" for s in (recipient, donor)}
-                    _say(f"PBT {recipient} (return {ret[recipient]}) copies {donor} (return {ret[donor]}): "
+                    say(f"PBT {recipient} (return {ret[recipient]}) copies {donor} (return {ret[donor]}): "
                          + ", ".join(f"{h.split('.')[-1]}={v:.3g}" for h, v in hyper.items()))
         state["generations"].append(record)
         state_path.write_text(json.dumps(state, indent=2))

@@ -1,6 +1,6 @@
 """What ``mira compare`` leaves: ``results.json``, ``report.md`` and three PNG plots.
 
-Scores follow Agarwal et al. 2021 (``scripts/statistics.py``): per trial, the final
+Scores follow Agarwal et al. 2021 (``envs/statistics.py``): per trial, the final
 evaluation's score per task, normalised when the suite has reference scores (every task
 of every trial has ``normalized_score``), raw mean episode return otherwise. Per variant, a
 score matrix ``[seeds, tasks]`` gives median / mean / IQM (and the capped mean when
@@ -26,7 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
-from scripts import statistics as st
+from envs import statistics as st
 
 FUNCTIONS = {"median": st.median, "mean": st.mean, "iqm": st.iqm, "capped_mean": st.capped_mean}
 REPS = 2000

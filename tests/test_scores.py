@@ -95,10 +95,10 @@ def test_normalized_and_capped():
     assert scores.normalized(30.0, 10.0, 20.0) == 200.0
     with pytest.raises(ValueError):
         scores.normalized(1.0, 2.0, 2.0)
-    assert scores.capped(150.0) == 100.0
-    assert scores.capped(42.0) == 42.0
-    assert scores.capped(-5.0) == -5.0
-    assert scores.capped(7.0, cap=5.0) == 5.0
+    from envs.statistics import capped_mean
+
+    assert capped_mean([[150.0, 42.0, -5.0]]) == (100.0 + 42.0 - 5.0) / 3  # the cap applies per task score
+    assert capped_mean([[7.0]], cap=5.0) == 5.0
 
 
 def test_score_names():

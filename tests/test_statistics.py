@@ -1,4 +1,4 @@
-"""scripts/statistics.py: aggregates, stratified bootstrap, probability of improvement."""
+"""envs/statistics.py: aggregates, stratified bootstrap, probability of improvement."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import scipy.stats
 
-from scripts import statistics as st
+from envs import statistics as st
 
 
 def _scores(runs: int, tasks: int = 10, seed: int = 0) -> np.ndarray:

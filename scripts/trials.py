@@ -1,0 +1,92 @@
+"""Trial bookkeeping shared by ``mira compare`` (scripts/compare.py) and its population-based
+training (scripts/pbt.py): the state of a trial's run directory, the job that trains and
+evaluates it, and ``run_trial``, which runs one job inside a Ray task."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import sys
+from pathlib import Path
+
+from learners.config import load_config
+
+
+def say(*parts) -> None:
+    print("[mira]", *parts, file=sys.stderr, flush=True)
+
+
+def flatten(data: dict, prefix: str = "") -> dict:
+    out = {}
+    for key, value in data.items():
+        full = f"{prefix}.{key}" if prefix else str(key)
+        out.update(flatten(value, full) if isinstance(value, dict) and value else {full: value})
+    return out
+
+
+def override(key: str, value) -> str:
+    return f"{key}={json.dumps(value)}"  # JSON is YAML: strings, numbers and lists round-trip
+
+
+def read_json(path: Path) -> dict | None:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+
+
+
+
+def trial_state(run_dir: Path, target_frames: int) -> str:
+    """``done`` (finished to target), ``resume`` (has a checkpoint) or ``new``."""
+    from learners.run_dir import RunDir
+
+    summary, ckpt = read_json(run_dir / "summary.json"), RunDir(run_dir).latest_checkpoint()
+    if ckpt is not None and summary and not summary.get("interrupted") and summary.get("frames", 0) >= target_frames:
+        return "done"
+    return "resume" if ckpt is not None else "new"
+
+
+def eval_is_current(run_dir: Path, episodes: int) -> bool:
+    from learners.run_dir import RunDir
+
+    result, ckpt = read_json(run_dir / "eval.json"), RunDir(run_dir).latest_checkpoint()
+    return bool(result and ckpt and result.get("checkpoint") == str(ckpt)
+                and all(t["episodes"] == episodes for t in result["tasks"].values()))
+
+
+def run_trial(job: dict) -> dict:
+    """Train one trial to its ``run.total_frames`` (new, resumed or already there), then evaluate
+    its last checkpoint if ``job['episodes']``. Runs in a Ray task; output goes to train.log."""
+    import torch
+
+    from learners.run_dir import RunDir
+    from learners.trainer import Trainer
+    from scripts.evaluate import evaluate_checkpoint
+
+    torch.set_num_threads(job["threads"])
+    cfg = load_config(job["base"], job["overrides"])
+    run_dir = Path(cfg.run.dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    state = trial_state(run_dir, cfg.run.total_frames)
+    with open(run_dir / "train.log", "a") as log, contextlib.redirect_stdout(log), contextlib.redirect_stderr(log):
+        if state != "done":
+            run = RunDir.open(run_dir) if state == "resume" else RunDir.create(cfg, job["base"])
+            Trainer(cfg, run, resume_from=run.latest_checkpoint() if state == "resume" else None).train()
+        summary = read_json(run_dir / "summary.json")
+        if job["episodes"] and not summary["interrupted"] and not eval_is_current(run_dir, job["episodes"]):
+            evaluate_checkpoint(str(run_dir), episodes=job["episodes"], num_runners=job["eval_runners"])
+    return {"state": state, "summary": summary, "eval": read_json(run_dir / "eval.json")}
+
+
+def make_job(trial, spec, frames: int, extra: list[str], evaluate: bool) -> dict:
+    """The job that trains ``trial`` (a compare ``Trial``) to ``frames`` and, if ``evaluate``, evaluates it."""
+    overrides = trial.overrides + extra + [f"run.total_frames={frames}"]
+    state = trial_state(trial.dir, frames)
+    return dict(slug=trial.slug, dir=str(trial.dir), base=trial.base, overrides=overrides, frames=frames, state=state,
+                episodes=spec.evaluate.episodes if evaluate else 0, eval_runners=spec.evaluate.num_runners,
+                threads=max(1, int(spec.resources.cpus_per_trial)))
+
+
+def needs_work(job: dict) -> bool:
+    return job["state"] != "done" or bool(job["episodes"] and not eval_is_current(Path(job["dir"]), job["episodes"]))
