@@ -6,7 +6,8 @@ with a sentence that lists the valid names, so a typo in a config is a one-line 
 
 from __future__ import annotations
 
-from typing import Callable, Generic, Iterator, TypeVar
+from collections.abc import Callable, Iterator
+from typing import Generic, TypeVar
 
 T = TypeVar("T")
 

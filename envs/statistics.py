@@ -29,7 +29,8 @@ improvement agree to float precision; bootstrap intervals agree to Monte Carlo e
 
 from __future__ import annotations
 
-from typing import Callable, NamedTuple
+from collections.abc import Callable
+from typing import NamedTuple
 
 import numpy as np
 

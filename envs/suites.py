@@ -11,8 +11,8 @@ registered function.
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable, Optional
 
 import gymnasium as gym
 from gymnasium.wrappers import RecordEpisodeStatistics
@@ -31,7 +31,7 @@ class EnvConfig:
     episodic_life: bool = False  # Atari: a life loss ends the learning episode (PPO preset)
     max_episode_frames: int = 108_000  # Atari episode cap in emulator frames (30 min of play)
     frame_stack: int = 4  # Atari: frames stacked into one observation
-    full_action_space: Optional[bool] = None  # Atari: force the 18-action set on/off (None: the protocol's; multitask: on)
+    full_action_space: bool | None = None  # Atari: force the 18-action set on/off (None: the protocol's; multitask: on)
 
 
 @dataclass

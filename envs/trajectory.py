@@ -58,7 +58,7 @@ class Trajectory:
         return self.reset.shape[1]
 
     @staticmethod
-    def concat(trajectories: list["Trajectory"]) -> "Trajectory":
+    def concat(trajectories: list[Trajectory]) -> Trajectory:
         """Join along the batch axis (dim 1; dim 0 for states). Policy version: the oldest."""
         first = trajectories[0]
         cat = lambda xs, axis=1: np.concatenate(xs, axis=axis)  # noqa: E731

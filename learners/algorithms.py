@@ -14,8 +14,8 @@ A new algorithm is one loss file plus one entry here.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable, Optional
 
 from agents.registry import Registry
 from learners.impala import impala_update
@@ -33,14 +33,14 @@ class Algorithm:
 LEARNERS: Registry[Algorithm] = Registry("learner")
 
 
-def _impala_check(cfg) -> Optional[str]:
+def _impala_check(cfg) -> str | None:
     if cfg.learner.batch_size < cfg.runtime.envs_per_runner or cfg.learner.batch_size % cfg.runtime.envs_per_runner:
         return (f"IMPALA batches whole runner trajectories: learner.batch_size={cfg.learner.batch_size} must be "
                 f"a multiple of runtime.envs_per_runner={cfg.runtime.envs_per_runner}")
     return None
 
 
-def _ppo_check(cfg) -> Optional[str]:
+def _ppo_check(cfg) -> str | None:
     L = cfg.learner
     n_envs = max(cfg.runtime.num_runners, 1) * cfg.runtime.envs_per_runner
     if L.recurrence < 0 or L.recurrence > L.unroll_length or (L.recurrence and L.unroll_length % L.recurrence):

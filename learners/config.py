@@ -16,7 +16,7 @@ import types
 import typing
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 import yaml
 
@@ -88,7 +88,7 @@ class LearnerConfig:
     recurrence: int = 0  # PPO: cut each unroll into sequences of this many steps for the minibatches (0 = whole unrolls)
     clip_eps: float = 0.1  # ratio clip (also the value clip when clip_value)
     clip_value: bool = True  # clip the value update around the old value
-    normalize_advantages: Optional[bool] = None  # advantages / their std per (mini)batch; default: on for PPO, off for IMPALA
+    normalize_advantages: bool | None = None  # advantages / their std per (mini)batch; default: on for PPO, off for IMPALA
     target_kl: float = 0.0  # stop the epochs early when approx KL exceeds this (0 = off)
     popart: bool = False  # per-task PopArt value normalisation (Hessel et al. 2019)
     popart_beta: float = 3e-4  # PopArt statistics step size
@@ -352,10 +352,10 @@ def validate(cfg: ExperimentConfig, runtime: bool = True) -> None:
 
     ``runtime=False`` skips what only matters for training (how runners deal the tasks and
     fill the learner's batches): evaluating a checkpoint does not use that layout."""
+    import envs  # noqa: F401  (registers every suite)
     from agents.cores import CORES
     from agents.heads import HEADS
     from agents.torsos import TORSOS
-    import envs  # noqa: F401  (registers every suite)
     from envs.suites import ENVS, check_task_ids
     from learners.algorithms import LEARNERS
 

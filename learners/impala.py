@@ -19,7 +19,13 @@ import torch
 
 from learners.returns import vtrace
 from learners.terms import (
-    action_log_probs, batch_mask, entropy_term, normalize, policy_gradient_term, step_targets, value_term,
+    action_log_probs,
+    batch_mask,
+    entropy_term,
+    normalize,
+    policy_gradient_term,
+    step_targets,
+    value_term,
 )
 
 

@@ -121,8 +121,9 @@ def ppo_update(learner, batch: dict, state: tuple) -> dict:
         batch, state = chunk_sequences(learner, batch, state, cfg.recurrence)
     history = collections.defaultdict(list)
     generator = torch.Generator().manual_seed(learner.cfg.run.seed * 7 + learner.version)
-    stop = False
-    for epoch in range(cfg.epochs):
+    stop, epochs_done = False, 0
+    for _ in range(cfg.epochs):
+        epochs_done += 1
         for mb, mb_state in minibatches(batch, state, cfg.minibatches, generator):
             out = learner.forward(mb, mb_state)
             loss, metrics = ppo_loss(out, mb, cfg)
@@ -135,7 +136,7 @@ def ppo_update(learner, batch: dict, state: tuple) -> dict:
         if stop:
             break
     result = {k: float(np.mean(v)) for k, v in history.items()}
-    result["epochs_done"] = epoch + 1
+    result["epochs_done"] = epochs_done
     if learner.popart is not None and not learner.step_skipped:
         result.update(learner.popart.update())
     return result

@@ -25,7 +25,7 @@ Sources:
 
 from __future__ import annotations
 
-from typing import NamedTuple, Optional
+from typing import NamedTuple
 
 import torch
 from torch import Tensor
@@ -73,9 +73,9 @@ def vtrace(
     values: Tensor,
     bootstrap_value: Tensor,
     *,
-    clip_rho_threshold: Optional[float] = 1.0,
-    clip_pg_rho_threshold: Optional[float] = 1.0,
-    clip_c_threshold: Optional[float] = 1.0,
+    clip_rho_threshold: float | None = 1.0,
+    clip_pg_rho_threshold: float | None = 1.0,
+    clip_c_threshold: float | None = 1.0,
     lambda_: float = 1.0,
 ) -> VTraceReturns:
     """V-trace targets and policy-gradient advantages (IMPALA eq. 1, Remark 1, sec. 4.1).

@@ -42,7 +42,7 @@ class RunDir:
         self.checkpoints = self.path / "checkpoints"
 
     @staticmethod
-    def create(cfg: ExperimentConfig, config_path: str | None) -> "RunDir":
+    def create(cfg: ExperimentConfig, config_path: str | None) -> RunDir:
         if not cfg.run.name:
             stem = Path(config_path).stem if config_path else "run"
             cfg.run.name = f"{stem}-{time.strftime('%Y%m%d-%H%M%S')}"
@@ -58,7 +58,7 @@ class RunDir:
         return run
 
     @staticmethod
-    def open(path: str | Path) -> "RunDir":
+    def open(path: str | Path) -> RunDir:
         run = RunDir(path)
         if not run.path.is_dir():
             raise ConfigError(f"cannot resume: run directory {str(path)!r} does not exist")

@@ -15,9 +15,19 @@ import time
 import numpy as np
 
 from learners.algorithms import LEARNERS
-from learners.logbook import EpisodeStats, Logbook
-from learners.orchestration import Fleet, Local, call, connect, data_lost, get, learner_wants_gpu, runner_failed, wait_one
 from learners.config import RunStopped
+from learners.logbook import EpisodeStats, Logbook
+from learners.orchestration import (
+    Fleet,
+    Local,
+    call,
+    connect,
+    data_lost,
+    get,
+    learner_wants_gpu,
+    runner_failed,
+    wait_one,
+)
 from learners.run_dir import RunDir, nonfinite_tensors
 
 log = logging.getLogger("mira")

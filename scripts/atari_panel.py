@@ -118,7 +118,8 @@ def _num(x, digits: int = 1) -> str:
 
 def table(cells: dict, games, learners, cores=("lstm",)) -> str:
     """The markdown table of final scores beside the paper's column for each core and human scores."""
-    from envs.scores import human_normalized, reference_scores as random_human
+    from envs.scores import human_normalized
+    from envs.scores import reference_scores as random_human
 
     refs = {core: reference_scores(core) if core in CORES else {} for core in cores}
     lines = ["| game | learner | core | frames | seeds | wall time | return (last 100) | human-normalised | "

@@ -57,9 +57,8 @@ def inference_rate(runner, seconds: float) -> float:
 
 
 def learner_rate(cfg, runner, seconds: float) -> float:
-    from learners.learner import Learner
-
     from learners.algorithms import LEARNERS
+    from learners.learner import Learner
 
     learner = Learner(cfg, runner.spec())
     per_update = LEARNERS.get(cfg.learner.name).unrolls_per_update(cfg)

@@ -13,7 +13,7 @@ import sys
 import time
 from pathlib import Path
 
-from learners.config import ConfigError, from_dict, ExperimentConfig, load_config, validate
+from learners.config import ConfigError, ExperimentConfig, from_dict, load_config, validate
 
 
 def locate(path: str) -> tuple[Path, Path]:
@@ -34,7 +34,7 @@ def locate(path: str) -> tuple[Path, Path]:
 
 def load_run_config(ckpt: Path, state: dict, overrides: list[str]) -> ExperimentConfig:
     if "config" in state:
-        from learners.config import parse_overrides, _set_dotted
+        from learners.config import _set_dotted, parse_overrides
 
         data = state["config"]
         for key, value in parse_overrides(overrides):

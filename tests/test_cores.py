@@ -143,7 +143,7 @@ def test_rims_exactly_k_active_units_change(cell, k_active):
     state = random_state(core, B)
     assert len(state) == (2 if cell == "lstm" else 1)
     assert state[0].shape == (B, 6, core.config.unit_size)
-    for t in range(5):
+    for _ in range(5):
         x = torch.randn(1, B, D)
         _, new = core(x, state, no_reset(1, B))
         changed = changed_units(state, new)
@@ -343,7 +343,7 @@ def test_mi_lstm_with_additive_parameters_is_a_plain_lstm():
 
 def test_alstm_step_matches_the_equations():
     core = make("alstm", hidden_size=10, adaptation_size=6)
-    B, H, A = 3, 10, 6
+    B, H = 3, 10
     x = torch.randn(1, B, D)
     h, c, z, cz = random_state(core, B)
     y, (h1, c1, z1, cz1) = core(x, (h, c, z, cz), no_reset(1, B))

@@ -251,7 +251,7 @@ def test_stacked_weights_run_an_ensemble(cls):
     layers = [cls(4, 3) for _ in range(2)]
     stacked = cls(4, 3)
     with torch.no_grad():
-        for name, p in stacked.named_parameters():
+        for name, _ in stacked.named_parameters():
             module, _, leaf = name.rpartition(".")
             value = torch.stack([m.get_parameter(name) for m in layers])
             setattr(stacked.get_submodule(module) if module else stacked, leaf, torch.nn.Parameter(value))

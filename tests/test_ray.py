@@ -6,7 +6,6 @@ from pathlib import Path
 
 import pytest
 
-from learners.orchestration import Fleet
 from learners.run_dir import RunDir
 from learners.trainer import Trainer
 

@@ -62,10 +62,10 @@ def naive_gae(rewards, values, bootstrap_value, discounts, lam):
     for b in range(B):
         for t in range(T):
             weight = 1.0
-            for l in range(t, T):
-                delta = rewards[l, b] + discounts[l, b] * V[l + 1, b] - V[l, b]
+            for k in range(t, T):
+                delta = rewards[k, b] + discounts[k, b] * V[k + 1, b] - V[k, b]
                 adv[t, b] += weight * delta
-                weight *= discounts[l, b].item() * lam
+                weight *= discounts[k, b].item() * lam
     return adv
 
 

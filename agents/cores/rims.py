@@ -63,7 +63,6 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Optional
 
 import torch
 from torch import nn
@@ -78,7 +77,7 @@ class RIMsConfig:
     unit_size: int = 42  # hidden size of one RIM; 6 x 42 = 252 matches a 256 LSTM (section 2.4)
     cell: str = "lstm"  # independent dynamics of each RIM: "lstm" (state (h, c)) or "gru" (state (h,))
     input_key_size: int = 64  # input-attention key/query size per head (Table 3)
-    input_value_size: Optional[int] = None  # RIM input width, heads concatenated; None = 4 * unit_size (Table 3)
+    input_value_size: int | None = None  # RIM input width, heads concatenated; None = 4 * unit_size (Table 3)
     input_heads: int = 4  # input-attention heads; scores are averaged over heads for the top-k (Table 3)
     input_dropout: float = 0.1  # dropout on input-attention weights (Table 3)
     comm_key_size: int = 32  # communication key/query size per head (Table 3)

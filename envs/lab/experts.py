@@ -16,7 +16,7 @@ watermaze platform is and which psychlab answer is right before any trial and er
 from __future__ import annotations
 
 from collections import deque
-from typing import Callable, Iterable
+from collections.abc import Callable, Iterable
 
 from minigrid.core.actions import Actions
 from minigrid.core.world_object import Goal

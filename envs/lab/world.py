@@ -16,7 +16,7 @@ reproduces an episode exactly, including moving opponents.
 from __future__ import annotations
 
 from collections import deque
-from typing import Iterable
+from collections.abc import Iterable
 
 from minigrid.core.actions import Actions
 from minigrid.core.grid import Grid
