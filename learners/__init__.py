@@ -1,1 +1,1 @@
-"""Return math, losses, PopArt, the learner and the Ray orchestration."""
+"""Return math, losses, PopArt, the learner, the fleet of actors and the training loop."""

@@ -1,7 +1,7 @@
 """The Learner: owns the model, optimizer, learning-rate schedule, PopArt statistics and
 step counters; turns batches of trajectories into parameter updates (DESIGN.md).
 
-It is a plain class: the orchestration wraps it in a Ray actor (asking for a GPU when
+It is a plain class: learners/fleet.py wraps it in a Ray actor (asking for a GPU when
 ``learner.device`` wants one) or, with ``runtime.num_runners: 0``, calls it in-process.
 On CUDA it stages batches through pinned memory and can autocast the forward pass to
 bfloat16 (``learner.mixed_precision``); on CPU both are skipped.

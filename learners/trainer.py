@@ -1,6 +1,6 @@
 """``train``: one run from its config to its summary (the loop of DESIGN.md's data path).
 
-See ``learners/orchestration.py`` for how calls reach runners and the learner with or
+See ``learners/fleet.py`` for how calls reach runners and the learner with or
 without Ray. Frames are counted when the learner consumes them (so the learning-rate
 schedule and a resumed run agree on them); ``frames = T x batch x frame skip`` per update.
 """
@@ -16,8 +16,7 @@ import numpy as np
 
 from learners.algorithms import LEARNERS
 from learners.config import RunStopped
-from learners.logbook import EpisodeStats, Logbook
-from learners.orchestration import (
+from learners.fleet import (
     Fleet,
     Local,
     call,
@@ -28,6 +27,7 @@ from learners.orchestration import (
     runner_failed,
     wait_one,
 )
+from learners.logbook import EpisodeStats, Logbook
 from learners.run_dir import RunDir, nonfinite_tensors
 
 log = logging.getLogger("mira")

@@ -183,7 +183,7 @@ def _connect(spec: CompareSpec, cfg: ExperimentConfig):
     """Ray at ``runtime.address``, else a local instance that holds at least one whole trial."""
     import os
 
-    from learners.orchestration import start_ray
+    from learners.fleet import start_ray
 
     actors = cfg.runtime.num_runners + cfg.runtime.learner_cpus if cfg.runtime.num_runners else 0
     cpus = max(os.cpu_count() or 1, math.ceil(spec.resources.cpus_per_trial + actors))
@@ -195,7 +195,7 @@ def _capacity(ray, spec: CompareSpec, cfg: ExperimentConfig) -> int:
     have = ray.cluster_resources()
     cpus, gpus = spec.resources.cpus_per_trial, spec.resources.gpus_per_trial
     if cfg.runtime.num_runners > 0:
-        from learners.orchestration import learner_wants_gpu
+        from learners.fleet import learner_wants_gpu
 
         cpus += cfg.runtime.num_runners + cfg.runtime.learner_cpus
         gpus += 1 if learner_wants_gpu(cfg) else 0

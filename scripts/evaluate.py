@@ -70,7 +70,7 @@ def evaluate_checkpoint(path: str, episodes: int = 10, tasks: list[str] | None =
                         video: int = 0) -> dict:
     from envs.evaluation import markdown, score_table
     from envs.suites import build_suite
-    from learners.orchestration import call, connect, get, make_evaluator
+    from learners.fleet import call, connect, get, make_evaluator
     from learners.run_dir import RunDir
 
     ckpt, out_dir = locate(path)

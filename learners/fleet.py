@@ -1,17 +1,15 @@
-"""The training loop: runners, learner and the data between them (DESIGN.md, "The data path").
+"""The fleet: the actors a run is made of and how calls reach them (DESIGN.md, "The data path").
 
-IMPALA keeps every runner busy: whenever a runner returns an unroll its *ObjectRef* goes
-to a queue and the runner is sent straight back out with the newest weights it lacks
-(unless two batches already wait for the learner: then it waits too, ``UnrollQueue``);
-whenever the learner is idle and the queue holds a batch, the refs (not the values) are
-handed to the learner, which fetches them itself. New weights are one object in Ray's
-object store, read by every runner that needs them. PPO calls the same runners in
-lock-step with one weights version (policy lag 0).
+- ``Fleet``: the runners (``EnvRunner`` actors, replaced when one dies), the learner actor
+  (with a GPU when ``learner.device`` wants one) and evaluators (``make_evaluator``);
+- ``call`` / ``get`` / ``wait_one``: one interface over Ray actors and ``Local`` objects, so
+  ``runtime.num_runners: 0`` runs one runner and the learner in this process with no Ray and
+  tests exercise the very loop of ``learners/trainer.py``;
+- Ray start-up (``start_ray``: a local instance, or a cluster that must answer and be big
+  enough) and the GPU decision (``learner_wants_gpu``), used by ``mira train`` and ``mira compare``.
 
-``runtime.num_runners: 0`` runs one runner and the learner in this process with no Ray:
-``Local`` gives them the same call/wait/get interface, so tests and debugging exercise
-this very loop. A runner whose actor dies is replaced (its in-flight unroll is logged
-as lost); Ctrl-C asks the loop to stop, and it writes a checkpoint before returning.
+The loop itself (IMPALA's unroll queue, PPO's lock-step rounds, checkpoints) is in
+``learners/trainer.py``.
 """
 
 from __future__ import annotations
