@@ -112,6 +112,8 @@ class Trainer:
         self.wall_before = 0.0
         self.lost_unrolls = 0
         self.diverged = None  # (update, last good update) once the learner's divergence guard gives up
+        self.stop_when = None  # train()'s stop condition
+        self.known = [-1] * len(self.fleet.runners)  # the weights version each runner holds
         if resume_from is not None:
             state = RunDir.load_checkpoint(resume_from)
             get(call(self.learner, "load_state_dict", state["learner"]))
@@ -122,6 +124,8 @@ class Trainer:
         self.version = get(call(self.learner, "get_version"))
         self.frames = int(get(call(self.learner, "state_counters"))["frames"]) if resume_from is not None else 0
         self.weights = call(self.learner, "get_weights")
+        self._start = self._log_time = self._last_ckpt = time.time()
+        self._log_frames, self._queue_wait, self.last_metrics = self.frames, 0.0, {}
         self.log = Logbook(run.path, self.spec["tasks"], cfg.run.total_frames, quiet, self.spec["score_suite"])
         self.metrics_acc: dict[str, list[float]] = collections.defaultdict(list)
         self.evaluator, self.eval_ref, self.eval_frames = None, None, 0
@@ -199,11 +203,13 @@ class Trainer:
 
     # ------------------------------------------------------------------ loops
 
-    def train(self) -> dict:
+    def train(self, stop_when=None) -> dict:
+        """Train to ``run.total_frames`` (or until Ctrl-C, or ``stop_when(trainer)`` is true when
+        checked, every loop turn: ``mira bench`` stops timed runs with it); returns the summary."""
         cfg = self.cfg
+        self.stop_when = stop_when
         self._start = self._log_time = self._last_ckpt = time.time()
         self._log_frames, self._queue_wait, self.last_metrics = self.frames, 0.0, {}
-        self.known = [-1] * len(self.fleet.runners)
         session_frames = self.frames
         with StopFlag() as flag:
             loop = self._lock_step_loop if LEARNERS.get(cfg.learner.name).lock_step else self._impala_loop
@@ -284,6 +290,8 @@ class Trainer:
         self.next_eval = (self.frames // every + 1) * every
 
     def _periodic(self, flag) -> bool:
+        if self.stop_when is not None and self.stop_when(self):
+            flag.stop = True
         self._evaluation()
         now = time.time()
         if now - self._log_time >= self.cfg.run.log_every_s:

@@ -79,20 +79,16 @@ def end_to_end_rate(cfg, seconds: float) -> float:
     fps_per_step = trainer.spec["frames_per_step"]
     warm = seconds / 4  # let every runner start and the first updates land
     start, frames0 = time.time(), 0
-    orig = trainer._periodic
 
-    def periodic(flag):
+    def timed(t) -> bool:
         nonlocal start, frames0
         now = time.time()
         if frames0 == 0 and now - start >= warm:
-            start, frames0 = now, max(trainer.frames, 1)
-        if frames0 and now - start >= seconds:
-            flag.stop = True
-        return orig(flag)
+            start, frames0 = now, max(t.frames, 1)
+        return bool(frames0) and now - start >= seconds
 
-    trainer._periodic = periodic
     trainer.cfg.run.log_every_s = 1e9
-    summary = trainer.train()
+    summary = trainer.train(stop_when=timed)
     return (summary["frames"] - frames0) / max(time.time() - start, 1e-9) / fps_per_step
 
 
