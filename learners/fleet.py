@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -75,6 +76,19 @@ def wait_one(refs: list, timeout: float = 1.0) -> list:
 
     ready, _ = ray.wait(refs, num_returns=1, timeout=timeout)
     return ready
+
+
+def describe(error: BaseException) -> str:
+    """One line for an error raised here or inside a Ray actor or task: the original
+    ``Type: message`` line that Ray's wrapper texts end with."""
+    cause = getattr(error, "cause", None)
+    if isinstance(cause, BaseException):
+        error = cause
+    lines = [line.strip() for line in str(error).splitlines() if line.strip()]
+    for line in reversed(lines):
+        if re.match(r"^[A-Za-z_][\w.]*(Error|Exception): ", line):
+            return line
+    return f"{type(error).__name__}: {lines[-1] if lines else ''}".rstrip(": ")
 
 
 def runner_failed(error: BaseException) -> bool:
@@ -218,6 +232,16 @@ class Fleet:
 
     def start(self) -> None:
         self.runners = [self.make_runner(i) for i in range(max(self.cfg.runtime.num_runners, 1))]
+
+    def stop(self) -> None:
+        """Kill the runner actors (their CPUs go back to the cluster); in-process runners are left."""
+        if self.cfg.runtime.num_runners == 0:
+            return
+        import ray
+
+        for runner in self.runners:
+            ray.kill(runner, no_restart=True)
+        self.runners = []
 
     def replace(self, index: int) -> None:
         self.replaced += 1

@@ -15,13 +15,14 @@ import time
 import numpy as np
 
 from learners.algorithms import LEARNERS
-from learners.config import RunStopped
+from learners.config import ConfigError, RunStopped
 from learners.fleet import (
     Fleet,
     Local,
     call,
     connect,
     data_lost,
+    describe,
     get,
     learner_wants_gpu,
     runner_failed,
@@ -105,9 +106,15 @@ class Trainer:
             # Asked before any actor starts: a cuda learner on a cluster with no GPU fails here.
             gpus = 1 if learner_wants_gpu(cfg) else 0
         self.fleet = Fleet(cfg)
-        self.fleet.start()
-        self.spec = get(call(self.fleet.runners[0], "spec"))
-        self.learner = self.fleet.make_learner(self.spec, gpus)
+        try:  # an error while building the envs or the agent is the config's, in one line
+            self.fleet.start()
+            self.spec = get(call(self.fleet.runners[0], "spec"))
+            self.learner = self.fleet.make_learner(self.spec, gpus)
+            get(call(self.learner, "get_version"))
+        except ConfigError:
+            raise
+        except Exception as e:  # noqa: BLE001 - ValueError, RuntimeError, RayActorError, ...
+            raise ConfigError(f"building the runners and the learner failed: {describe(e)}") from None
         self.stats = EpisodeStats(self.spec["tasks"])
         self.wall_before = 0.0
         self.lost_unrolls = 0
@@ -266,6 +273,7 @@ class Trainer:
                                 "episode_return_mean": self.stats.mean_return(), "wall_time_s": self.wall_time(),
                                 "stopped": message})
         self.log.close()
+        self.fleet.stop()  # the runners' CPUs go back to the cluster (a resume in this process needs them)
         raise RunStopped(message) from None
 
     def _evaluation(self) -> None:

@@ -237,3 +237,23 @@ def test_resume_and_evaluate_refuse_a_checkpoint_with_nonfinite_weights(tmp_path
         assert main(argv) == 2
         err = capsys.readouterr().err.strip()
         assert len(err.splitlines()) == 1 and f"holds non-finite weights ({name}" in err, err
+
+
+def test_an_error_while_building_the_run_is_one_config_line(tmp_path, small_cfg, monkeypatch, capsys):
+    import learners.fleet as fleet
+    from learners.config import ConfigError
+    from scripts.cli import main
+
+    class Broken:
+        def __init__(self, *a, **k):
+            raise ValueError("agent.core_options.hidden_size: the env exploded")
+
+    monkeypatch.setattr(fleet, "EnvRunner", Broken)
+    cfg = small_cfg()
+    with pytest.raises(ConfigError, match="building the runners and the learner failed: ValueError: agent.core_options"):
+        Trainer(cfg, RunDir.create(cfg, None), quiet=True)
+    assert main(["train", str(ROOT / "configs/impala_minigrid.yaml"), *small_overrides(tmp_path / "cli")]) == 2
+    assert capsys.readouterr().err.strip().splitlines()[-1].startswith("mira: error: building the runners")
+    # Ray's wrapper texts end with the actor's own line, which is what the user sees.
+    wrapped = RuntimeError("ray::EnvRunner.__init__() (pid=1)\n  File \"x.py\", line 3\nValueError: bad level")
+    assert fleet.describe(wrapped) == "ValueError: bad level"
