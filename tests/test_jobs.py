@@ -1,0 +1,78 @@
+"""``ray job submit`` as README.md documents it: a head node whose ``~/.ray/auth_token`` exists
+(Ray 2.59+ writes one the first time a local ``ray.init()`` instance starts, and ``ray start
+--head`` then turns token authentication on), a job submitted with ``RAY_AUTH_MODE=token``,
+``mira train ... runtime.address=auto`` inside it. The head runs in its own process group
+(``ray start --block``) and is stopped by signal: ``ray stop`` would end every Ray process
+of the machine, a developer's running experiments included."""
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+pytestmark = [pytest.mark.ray, pytest.mark.slow]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_for(port: int, seconds: float) -> bool:
+    end = time.time() + seconds
+    while time.time() < end:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return True
+        except OSError:
+            time.sleep(0.5)
+    return False
+
+
+def test_ray_job_submit_runs_mira_train(tmp_path):
+    bin_dir = str(Path(sys.executable).parent)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_")}
+    env.update(HOME=str(tmp_path / "home"), PATH=bin_dir + os.pathsep + env.get("PATH", ""))
+    (tmp_path / "home").mkdir()
+    ray_cli = os.path.join(bin_dir, "ray")
+    subprocess.run([ray_cli, "get-auth-token", "--generate"], env=env, check=True, capture_output=True, timeout=60)
+    assert (tmp_path / "home" / ".ray" / "auth_token").is_file()
+    gcs, dashboard = free_port(), free_port()
+    head = subprocess.Popen(
+        [ray_cli, "start", "--head", f"--port={gcs}", f"--dashboard-port={dashboard}",
+         # Every fixed default port moved: another Ray instance on the machine (a test's, a run's)
+         # holds them, and a head whose dashboard agent cannot bind never accepts a job.
+         *(f"--{name}={free_port()}" for name in ("dashboard-agent-listen-port", "dashboard-agent-grpc-port",
+                                                  "metrics-export-port", "runtime-env-agent-port",
+                                                  "ray-client-server-port", "node-manager-port",
+                                                  "object-manager-port")),
+         "--num-cpus=3", "--include-dashboard=true", "--block"],
+        env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    try:
+        assert wait_for(dashboard, 90), "the head node's dashboard did not come up"
+        overrides = ["runtime.address=auto", "runtime.num_runners=1", "run.total_frames=600", "run.log_every_s=1",
+                     "runtime.envs_per_runner=4", "learner.unroll_length=5", "learner.batch_size=4", f"run.dir={tmp_path / 'job_run'}"]
+        submit = [ray_cli, "job", "submit", "--address", f"http://127.0.0.1:{dashboard}", "--",
+                  "mira", "train", str(ROOT / "configs/impala_minigrid.yaml"), *overrides]
+        deadline = time.time() + 120
+        while True:  # the job agent comes up some seconds after the dashboard
+            job = subprocess.run(submit, env={**env, "RAY_AUTH_MODE": "token"}, capture_output=True, text=True, timeout=240)
+            if "No available agent" not in job.stdout + job.stderr or time.time() > deadline:
+                break
+            time.sleep(3)
+        assert job.returncode == 0, job.stdout[-3000:] + job.stderr[-3000:]
+        assert "[mira] done:" in job.stdout + job.stderr
+        assert (tmp_path / "job_run" / "summary.json").is_file()
+    finally:
+        os.killpg(head.pid, signal.SIGTERM)
+        try:
+            head.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            os.killpg(head.pid, signal.SIGKILL)
