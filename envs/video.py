@@ -7,6 +7,7 @@ are MP4 through OpenCV (already a mira dependency, for Atari's preprocessing), o
 through Pillow where OpenCV has no MP4 encoder. gymnasium's ``RecordVideo`` would need
 moviepy and the env's ``render_mode`` fixed at creation, which mira's suites share with
 training, so the episodes are driven by ``EnvRunner.run_episodes`` and recorded here.
+With ``unit_strip`` (RIMs cores), a strip under each frame shows which RIMs the step updated.
 """
 
 from __future__ import annotations
@@ -54,9 +55,23 @@ def write_video(frames: list[np.ndarray], stem: Path, fps: int) -> Path:
     return path
 
 
-def record(runner, weights: dict, episodes: int, out_dir: Path, task_name: str, suite: str) -> list[Path]:
+def with_strip(frame: np.ndarray, active: np.ndarray, height: int = 12) -> np.ndarray:
+    """``frame`` with a strip under it: one cell per unit, white when the unit was active
+    at this step, dark grey when not (RIMs: which mechanisms the step updated)."""
+    h, w = frame.shape[:2]
+    strip = np.full((height, w, 3), 40, dtype=np.uint8)
+    edges = np.linspace(0, w, len(active) + 1).astype(int)
+    for i, on in enumerate(active):
+        strip[1:-1, edges[i] + 1:edges[i + 1] - 1] = 255 if on else 90
+    return np.concatenate([frame, strip], axis=0)
+
+
+def record(runner, weights: dict, episodes: int, out_dir: Path, task_name: str, suite: str,
+           unit_strip: bool = False) -> list[Path]:
     """Play ``episodes`` whole episodes on ``runner``'s first env and write one file each,
     named ``<task>_ep<k>_return<R>_steps<L>`` (one frame per agent step); returns the paths."""
+    if unit_strip and not hasattr(runner.agent.core, "last_active"):
+        raise ValueError(f"the unit strip shows which RIMs are active; this agent's core is {type(runner.agent.core).__name__}")
     out_dir.mkdir(parents=True, exist_ok=True)
     safe = re.sub(r"[^A-Za-z0-9_.-]+", "-", task_name).strip("-")
     fps = FPS.get(suite, FPS["default"])
@@ -66,7 +81,10 @@ def record(runner, weights: dict, episodes: int, out_dir: Path, task_name: str, 
     def observe(i: int, env, obs: dict, episode: tuple | None) -> None:
         if i != 0:
             return
-        frames.append(screen(env, obs))
+        frame = screen(env, obs)
+        if unit_strip:  # the step that led here: the core's last forward, env 0
+            frame = with_strip(frame, runner.agent.core.last_active()[-1, 0].cpu().numpy())
+        frames.append(frame)
         if episode is not None:  # (return, length): the step that ended it is the last frame
             ret, steps = episode
             paths.append(write_video(frames, out_dir / f"{safe}_ep{len(paths) + 1:02d}_return{ret:+g}_steps{steps}", fps))

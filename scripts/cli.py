@@ -63,7 +63,8 @@ def _evaluate(args) -> int:
         raise ConfigError(f"--episodes must be at least 1 and --video at least 0, got {args.episodes} and {args.video}")
 
     result = evaluate_checkpoint(args.target, episodes=args.episodes, tasks=args.tasks, protocol=args.protocol,
-                                 num_runners=args.num_runners, overrides=args.overrides, video=args.video)
+                                 num_runners=args.num_runners, overrides=args.overrides, video=args.video,
+                                 rims_strip=args.rims_strip)
     for name, a in result["aggregates"].items():
         print(f"{name:12s} {a['value']:10.3f}  95% CI [{a['ci95'][0]:.3f}, {a['ci95'][1]:.3f}]")
     return 0
@@ -94,6 +95,8 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--num-runners", type=int, help="0 = in-process; default: the run's runtime.num_runners")
     e.add_argument("--video", type=int, default=0, metavar="N",
                    help="also record N episodes per task as MP4 (GIF without an encoder) in RUN_DIR/videos")
+    e.add_argument("--rims-strip", action="store_true",
+                   help="with --video and a RIMs core: a strip under the frames showing which RIMs are active")
     e.set_defaults(fn=_evaluate)
     b = sub.add_parser("bench", help="throughput benchmark of a config: env, inference, learner, end to end")
     b.add_argument("config")

@@ -49,7 +49,7 @@ def load_run_config(ckpt: Path, state: dict, overrides: list[str]) -> Experiment
 
 
 def record_videos(cfg, weights: dict, indices: list[int], names: list[str], episodes: int, out_dir: Path,
-                  quiet: bool = False) -> list[Path]:
+                  quiet: bool = False, unit_strip: bool = False) -> list[Path]:
     """``episodes`` episodes of each task as video files in ``out_dir``/videos (``envs/video.py``)."""
     from envs.runner import EnvRunner
     from envs.video import record
@@ -58,7 +58,7 @@ def record_videos(cfg, weights: dict, indices: list[int], names: list[str], epis
     for i in indices:
         runner = EnvRunner(cfg.env, cfg.agent, runner_id=i, envs_per_runner=1, unroll_length=1,
                            seed=cfg.run.seed + 20_000 + i, tasks=[i])
-        paths += record(runner, weights, episodes, out_dir / "videos", names[i], cfg.env.suite)
+        paths += record(runner, weights, episodes, out_dir / "videos", names[i], cfg.env.suite, unit_strip)
         runner.close()
         if not quiet:
             print(f"[mira]   {names[i]}: {episodes} episode(s) recorded", file=sys.stderr, flush=True)
@@ -67,7 +67,7 @@ def record_videos(cfg, weights: dict, indices: list[int], names: list[str], epis
 
 def evaluate_checkpoint(path: str, episodes: int = 10, tasks: list[str] | None = None, protocol: str | None = None,
                         num_runners: int | None = None, overrides: list[str] | None = None, quiet: bool = False,
-                        video: int = 0) -> dict:
+                        video: int = 0, rims_strip: bool = False) -> dict:
     from envs.evaluation import markdown, score_table
     from envs.suites import build_suite
     from learners.fleet import call, connect, get, make_evaluator
@@ -85,6 +85,8 @@ def evaluate_checkpoint(path: str, episodes: int = 10, tasks: list[str] | None =
         cfg = load_run_config(ckpt, state, overrides)
     elif protocol:
         raise ConfigError(f"--protocol applies to Atari runs; this run's env suite is {cfg.env.suite!r}")
+    if rims_strip and cfg.agent.core != "rims":
+        raise ConfigError(f"--rims-strip shows which RIMs are active; this run's core is {cfg.agent.core!r}")
     suite = build_suite(cfg.env)
     names = tasks or suite.tasks
     unknown = [t for t in names if t not in suite.tasks]
@@ -120,7 +122,7 @@ def evaluate_checkpoint(path: str, episodes: int = 10, tasks: list[str] | None =
         print(f"[mira] wrote {out_dir / 'eval.json'} and eval.md", file=sys.stderr)
     if video > 0:
         result["videos"] = [str(p) for p in record_videos(cfg, state["learner"]["agent"], indices, suite.tasks, video,
-                                                          out_dir, quiet)]
+                                                          out_dir, quiet, rims_strip)]
         if not quiet:
             print(f"[mira] wrote {len(result['videos'])} video(s) to {out_dir / 'videos'}", file=sys.stderr)
     return result

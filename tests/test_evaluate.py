@@ -116,3 +116,24 @@ def test_video_records_whole_episodes_one_frame_per_step(tmp_path, small_cfg):
         while cap.read()[0]:
             frames += 1
         assert frames == steps > 0, v.name
+
+
+def test_rims_strip_shows_k_active_units_under_each_frame(tmp_path, small_cfg):
+    import cv2
+    import numpy as np
+
+    from learners.run_dir import RunDir
+    from learners.trainer import Trainer
+    from scripts.cli import main
+
+    cfg = small_cfg(**{"agent.core": "rims", "agent.core_options": "{num_units: 6, k_active: 4, unit_size: 8}"})
+    Trainer(cfg, RunDir.create(cfg, None), quiet=True).train()
+    assert main(["evaluate", cfg.run.dir, "--episodes", "1", "--video", "1", "--rims-strip", "--num-runners", "0"]) == 0
+    (video,) = (tmp_path / "run" / "videos").iterdir()
+    ok, frame = cv2.VideoCapture(str(video)).read()
+    assert ok
+    strip = frame[-6, :, :].mean(axis=-1)  # a row through the middle of the 12-pixel strip
+    cells = np.array_split(strip, 6)
+    assert sum(c[2:-2].mean() > 200 for c in cells) == 4  # white = active, k_active of num_units
+    assert main(["evaluate", cfg.run.dir, "agent.core=lstm", "--episodes", "1", "--video", "1", "--rims-strip",
+                 "--num-runners", "0"]) == 2  # a strip needs RIMs

@@ -167,6 +167,11 @@ class RIMsCore(nn.Module):
         in which each RIM was active (sums to ``k_active``)."""
         return {"activation_frequency": self._activation_frequency}
 
+    def last_active(self) -> torch.Tensor:
+        """``[T, B, num_units]`` bool: the RIMs each step of the last forward pass updated
+        (``mira evaluate --video N --rims-strip`` draws them under the frames)."""
+        return self._active.permute(0, 2, 1) > 0
+
     def forward(self, x: torch.Tensor, state: State, reset: torch.Tensor):
         """x: [T, B, D] (a one-element set) or [T, B, N, D] (a set of N elements);
         state: ``initial_state`` layout; reset: [T, B] bool. Returns y [T, B, U * H] and the state."""
@@ -194,7 +199,8 @@ class RIMsCore(nn.Module):
             state, mask = self._step(keys[t], values[t], state)
             masks.append(mask)
             outputs.append(state[0])
-        self._activation_frequency = torch.stack(masks).detach().mean(dim=(0, 2))
+        self._active = torch.stack(masks).detach()  # [T, U, B]: which RIMs each step updated
+        self._activation_frequency = self._active.mean(dim=(0, 2))
         y = torch.stack(outputs).permute(0, 2, 1, 3).reshape(T, B, U * H)  # [T, U, B, H] -> [T, B, U*H]
         return y, tuple(s.transpose(0, 1).contiguous() for s in state)
 
