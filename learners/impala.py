@@ -15,8 +15,11 @@ The behaviour policy's log-probabilities come from the trajectory's
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import torch
 
+from learners.batch import Batch
 from learners.returns import vtrace
 from learners.terms import (
     action_log_probs,
@@ -29,23 +32,30 @@ from learners.terms import (
 )
 
 
-def impala_loss(out, batch: dict, cfg, value_transform=None) -> tuple[torch.Tensor, dict]:
+class LossOutput(NamedTuple):
+    loss: torch.Tensor
+    metrics: dict
+    value_targets: torch.Tensor  # V-trace vs [T, B] at return scale (PopArt's statistics move toward them)
+
+
+def impala_loss(out, batch: Batch, cfg, value_transform=None) -> LossOutput:
     """``out``: the agent's output over all ``T + 1`` rows (``logits [T+1, B, A]``,
     ``value [T+1, B]``); ``batch``: the trajectory as tensors; ``cfg``: the learner config.
 
     ``value_transform`` (PopArt) maps the head's normalised values to returns and the
     V-trace targets back; identity when absent.
     """
-    T = batch["reset"].shape[0] - 1
+    T = batch.unroll_length
     mask = batch_mask(batch, T)
     logits, values_all = out.logits[:T], out.value
-    actions = batch["action"][:T]
-    values_raw = values_all if value_transform is None else value_transform.denormalize(values_all, batch)
-    final_value = None if value_transform is None else value_transform.denormalize(batch["final_value"], batch)[:T]
+    actions = batch.action[:T]
+    task = batch.task_id
+    values_raw = values_all if value_transform is None else value_transform.denormalize(values_all, task)
+    final_value = None if value_transform is None else value_transform.denormalize(batch.final_value, task)[:T]
     rewards, discounts = step_targets(batch, cfg.gamma, cfg.reward_clip, final_value)
 
     target_logp = action_log_probs(logits, actions)
-    behaviour_logp = action_log_probs(batch["behaviour_logits"][:T], actions)
+    behaviour_logp = action_log_probs(batch.behaviour_logits[:T], actions)
     log_rhos = target_logp.detach() - behaviour_logp
     returns = vtrace(
         log_rhos, discounts, rewards, values_raw[:T].detach(), values_raw[T].detach(),
@@ -54,7 +64,7 @@ def impala_loss(out, batch: dict, cfg, value_transform=None) -> tuple[torch.Tens
     )
     pg_adv, vs, values = returns.pg_advantages, returns.vs, values_all[:T]
     if value_transform is not None:
-        vs, pg_adv = value_transform.normalize_targets(vs, pg_adv, batch)
+        vs, pg_adv = value_transform.normalize_targets(vs, pg_adv, task)
     if cfg.normalize_advantages:  # off by default for IMPALA (the paper's loss); as PPO's when on
         pg_adv = normalize(pg_adv, mask)
     policy_loss = policy_gradient_term(target_logp, pg_adv, mask, "sum")
@@ -70,13 +80,13 @@ def impala_loss(out, batch: dict, cfg, value_transform=None) -> tuple[torch.Tens
         "clip_frac": (((rho > cfg.clip_rho_threshold).float() * mask).sum() / mask.sum()) if cfg.clip_rho_threshold else torch.tensor(0.0),
         "value_mean": (values.detach() * mask).sum() / mask.sum(),
     }
-    return loss, metrics
+    return LossOutput(loss, metrics, returns.vs)
 
 
-def impala_update(learner, batch: dict, state: tuple) -> dict:
+def impala_update(learner, batch: Batch, state: tuple) -> dict:
     """One RMSProp (or Adam) step on the batch; PopArt statistics move after it."""
-    loss, metrics = impala_loss(learner.forward(batch, state), batch, learner.lcfg, learner.popart)
+    loss, metrics, targets = impala_loss(learner.forward(batch, state), batch, learner.lcfg, learner.popart)
     metrics["grad_norm"] = learner.step(loss)
     if learner.popart is not None and not learner.step_skipped:
-        metrics.update(learner.popart.update())
+        metrics.update(learner.popart.update(targets, batch.task_id))
     return metrics

@@ -17,6 +17,7 @@ import torch
 from agents.agent import Agent
 from envs.trajectory import Trajectory
 from learners.algorithms import LEARNERS
+from learners.batch import Batch
 from learners.config import ConfigError
 from learners.optim import RMSpropTF
 
@@ -71,7 +72,7 @@ class Learner:
 
     # ------------------------------------------------------------------ data
 
-    def to_batch(self, trajectories: list[Trajectory]) -> tuple[dict, tuple]:
+    def to_batch(self, trajectories: list[Trajectory]) -> tuple[Batch, tuple]:
         traj = trajectories[0] if len(trajectories) == 1 else Trajectory.concat(trajectories)
         pin = self.device.type == "cuda"
 
@@ -81,16 +82,15 @@ class Learner:
                 t = t.pin_memory()
             return t.to(self.device, non_blocking=pin)
 
-        batch = {k: move(v) for k, v in traj.obs.items()}
-        for f in Trajectory.STEP_FIELDS:
-            batch[f] = move(getattr(traj, f))
+        batch = Batch(obs={k: move(v) for k, v in traj.obs.items()},
+                      **{f: move(getattr(traj, f)) for f in Trajectory.STEP_FIELDS})
         state = tuple(move(s) for s in traj.initial_state)
         return batch, state
 
-    def forward(self, batch: dict, state: tuple):
+    def forward(self, batch: Batch, state: tuple):
         autocast = self.device.type == "cuda" and self.lcfg.mixed_precision
         with torch.autocast("cuda", dtype=torch.bfloat16, enabled=autocast):
-            out, _ = self.agent(batch, state)
+            out, _ = self.agent(batch.inputs(), state)
         if autocast:
             out = type(out)(*(x.float() for x in out))
         return out
@@ -132,7 +132,7 @@ class Learner:
         batch, state = self.to_batch(list(trajectories))
         self.step_skipped = False
         metrics = LEARNERS.get(self.lcfg.name).update(self, batch, state)
-        T, B = batch["reset"].shape[0] - 1, batch["reset"].shape[1]
+        T, B = batch.unroll_length, batch.reset.shape[1]
         self.frames += T * B * self.frames_per_step
         self.version += 1
         if self.step_skipped:

@@ -43,25 +43,21 @@ class PopArt(nn.Module):
         self.beta, self.sigma_min, self.sigma_max = beta, sigma_min, sigma_max
         self.register_buffer("mu", torch.zeros(num_tasks))
         self.register_buffer("nu", torch.ones(num_tasks))
-        self.last_targets = None
 
     @property
     def sigma(self) -> torch.Tensor:
         return (self.nu - self.mu**2).clamp(min=self.sigma_min**2).sqrt().clamp(max=self.sigma_max)
 
-    def _task(self, batch: dict, like: torch.Tensor) -> torch.Tensor:
-        return batch["task_id"][: like.shape[0]]
-
-    def denormalize(self, normalized: torch.Tensor, batch: dict) -> torch.Tensor:
-        """``[T, B]`` normalised values -> return scale, per row's task."""
-        task = self._task(batch, normalized)
+    def denormalize(self, normalized: torch.Tensor, task: torch.Tensor) -> torch.Tensor:
+        """``[T, B]`` normalised values -> return scale, per row's task (``task``: the rows'
+        task IDs, at least as many rows)."""
+        task = task[: normalized.shape[0]]
         return self.sigma[task] * normalized + self.mu[task]
 
-    def normalize_targets(self, targets: torch.Tensor, advantages: torch.Tensor, batch: dict):
+    def normalize_targets(self, targets: torch.Tensor, advantages: torch.Tensor, task: torch.Tensor):
         """(value targets -> normalised, advantages / sigma), per row's task."""
-        task = self._task(batch, targets)
+        task = task[: targets.shape[0]]
         sigma = self.sigma[task]
-        self.last_targets = (targets.detach().reshape(-1), task.reshape(-1))
         return (targets - self.mu[task]) / sigma, advantages / sigma
 
     @torch.no_grad()
@@ -78,17 +74,16 @@ class PopArt(nn.Module):
         out.bias.copy_((sigma_old * out.bias + mu_old - self.mu) / sigma_new)
 
     @torch.no_grad()
-    def update(self) -> dict:
-        """After an optimizer step: move the statistics toward the return-scale targets the
-        last loss normalised (V-trace ``vs`` for IMPALA, GAE returns for PPO) and rescale.
+    def update(self, targets: torch.Tensor, task: torch.Tensor) -> dict:
+        """After an optimizer step: move the statistics toward the return-scale ``targets``
+        ``[T, B]`` that the loss normalised (V-trace ``vs`` for IMPALA, GAE returns for PPO),
+        of tasks ``task``, rescale the output layer, and return the statistics as metrics.
+        The loss hands the targets over as a value, not through state kept here.
 
         Statistics move one update after the targets are used (van Hasselt et al.'s
         Algorithm 1 moves them just before); with ``beta = 3e-4`` the difference is negligible.
         """
-        if self.last_targets is not None:
-            targets, task = self.last_targets
-            self.update_stats(targets, task)
-            self.last_targets = None
+        self.update_stats(targets.detach().reshape(-1), task[: targets.shape[0]].reshape(-1))
         return {f"popart_sigma/{i}": float(s) for i, s in enumerate(self.sigma)} | {
             f"popart_mu/{i}": float(m) for i, m in enumerate(self.mu)
         }

@@ -31,29 +31,30 @@ import collections
 import numpy as np
 import torch
 
+from learners.batch import Batch
 from learners.returns import gae
 from learners.terms import action_log_probs, batch_mask, entropy_term, normalize, reduce, step_targets
 
 
-def ppo_loss(out, batch: dict, cfg) -> tuple[torch.Tensor, dict]:
+def ppo_loss(out, batch: Batch, cfg) -> tuple[torch.Tensor, dict]:
     """``out`` over at least ``T`` rows (``T + 1`` for whole unrolls, ``k`` for chunks);
     ``batch`` carries ``advantages`` and ``returns`` [T, B]
     (targets in the head's value space) besides the trajectory fields."""
-    T = batch["advantages"].shape[0]  # the trajectory fields may carry one row more (T + 1)
+    T = batch.advantages.shape[0]  # the trajectory fields may carry one row more (T + 1)
     mask = batch_mask(batch, T)
-    actions = batch["action"][:T]
+    actions = batch.action[:T]
     logp = action_log_probs(out.logits[:T], actions)
-    old_logp = action_log_probs(batch["behaviour_logits"][:T], actions)
+    old_logp = action_log_probs(batch.behaviour_logits[:T], actions)
     log_ratio = logp - old_logp
     ratio = log_ratio.exp()
-    adv = batch["advantages"]
+    adv = batch.advantages
     if cfg.normalize_advantages is not False:  # PPO's default: on
         adv = normalize(adv, mask)
     eps = cfg.clip_eps
     surrogate = torch.max(-adv * ratio, -adv * ratio.clamp(1.0 - eps, 1.0 + eps))
     policy_loss = reduce(surrogate, mask, "mean")
 
-    values, old_values, returns = out.value[:T], batch["old_values"], batch["returns"]
+    values, old_values, returns = out.value[:T], batch.old_values, batch.returns
     value_err = (values - returns) ** 2
     if cfg.clip_value:
         clipped = old_values + (values - old_values).clamp(-eps, eps)
@@ -73,51 +74,53 @@ def ppo_loss(out, batch: dict, cfg) -> tuple[torch.Tensor, dict]:
     return loss, metrics
 
 
-def add_advantages(batch: dict, cfg, value_transform=None) -> dict:
-    """GAE targets from the recorded values; returns a new batch dict with
-    ``advantages``, ``returns`` and ``old_values`` ([T, B])."""
-    T = batch["reset"].shape[0] - 1
-    values = batch["behaviour_value"]
+def add_advantages(batch: Batch, cfg, value_transform=None) -> Batch:
+    """GAE targets from the recorded values; returns a new batch with ``advantages``,
+    ``returns`` and ``old_values`` ([T, B]; returns in the head's value space)."""
+    T = batch.unroll_length
+    values = batch.behaviour_value
     final_value = None
     if value_transform is not None:
-        values = value_transform.denormalize(values, batch)
-        final_value = value_transform.denormalize(batch["final_value"], batch)[:T]
+        values = value_transform.denormalize(values, batch.task_id)
+        final_value = value_transform.denormalize(batch.final_value, batch.task_id)[:T]
     rewards, discounts = step_targets(batch, cfg.gamma, cfg.reward_clip, final_value)
     adv, returns = gae(rewards, values[:T], values[T], discounts, lambda_=cfg.lambda_)
     if value_transform is not None:
-        returns, adv = value_transform.normalize_targets(returns, adv, batch)
-    return dict(batch, advantages=adv, returns=returns, old_values=batch["behaviour_value"][:T])
+        returns, adv = value_transform.normalize_targets(returns, adv, batch.task_id)
+    return batch.replace(advantages=adv, returns=returns, old_values=batch.behaviour_value[:T])
 
 
 @torch.no_grad()
-def chunk_sequences(learner, batch: dict, state: tuple, k: int) -> tuple[dict, tuple]:
+def chunk_sequences(learner, batch: Batch, state: tuple, k: int) -> tuple[Batch, tuple]:
     """Cut ``[T (+1), B]`` sequences into ``T / k`` chunks of ``k`` rows each -> ``[k, (T / k) B]``
     (chunk-major: column ``c B + b`` is chunk ``c`` of env ``b``), with the core state before
     each chunk from one pass of the current agent over the batch."""
-    T = batch["advantages"].shape[0]
+    T = batch.advantages.shape[0]
     starts, states = range(0, T, k), []
     for c in starts:
         states.append(state)
-        _, state = learner.agent({key: v[c : c + k] for key, v in batch.items()}, state)
-    cut = lambda v: torch.cat([v[c : c + k] for c in starts], dim=1)  # noqa: E731
-    chunks = {key: cut(v) for key, v in batch.items()}
+        _, state = learner.agent(batch.map(lambda v, c=c: v[c : c + k]).inputs(), state)
+    chunks = batch.map(lambda v: torch.cat([v[c : c + k] for c in starts], dim=1))
     return chunks, tuple(torch.cat([s[i] for s in states], dim=0) for i in range(len(state)))
 
 
-def minibatches(batch: dict, state: tuple, n: int, generator: torch.Generator | None = None):
+def minibatches(batch: Batch, state: tuple, n: int, generator: torch.Generator | None = None):
     """Split the sequences (dim 1: envs, or (env, chunk) pairs) into ``n`` random groups."""
-    B = batch["reset"].shape[1]
+    B = batch.reset.shape[1]
     order = torch.randperm(B, generator=generator)
     for idx in order.chunk(n):
-        idx = idx.to(batch["reset"].device)
-        yield {k: v[:, idx] for k, v in batch.items()}, tuple(s[idx] for s in state)
+        idx = idx.to(batch.reset.device)
+        yield batch.map(lambda v, idx=idx: v[:, idx]), tuple(s[idx] for s in state)
 
 
-def ppo_update(learner, batch: dict, state: tuple) -> dict:
+def ppo_update(learner, batch: Batch, state: tuple) -> dict:
     """Epochs of minibatch SGD on one lock-step batch; optional early stop on ``target_kl``."""
     cfg = learner.lcfg
     batch = add_advantages(batch, cfg, learner.popart)
-    if cfg.recurrence and cfg.recurrence < batch["advantages"].shape[0]:
+    task = batch.task_id
+    # PopArt's statistics move toward the GAE returns at return scale, after the epochs.
+    targets = None if learner.popart is None else learner.popart.denormalize(batch.returns, task)
+    if cfg.recurrence and cfg.recurrence < batch.advantages.shape[0]:
         batch, state = chunk_sequences(learner, batch, state, cfg.recurrence)
     history = collections.defaultdict(list)
     generator = torch.Generator().manual_seed(learner.cfg.run.seed * 7 + learner.version)
@@ -138,5 +141,5 @@ def ppo_update(learner, batch: dict, state: tuple) -> dict:
     result = {k: float(np.mean(v)) for k, v in history.items()}
     result["epochs_done"] = epochs_done
     if learner.popart is not None and not learner.step_skipped:
-        result.update(learner.popart.update())
+        result.update(learner.popart.update(targets, task))
     return result

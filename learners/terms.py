@@ -13,6 +13,8 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
+from learners.batch import Batch
+
 
 def clip_rewards(rewards: torch.Tensor, mode: str) -> torch.Tensor:
     """``none``; ``clip`` to [-1, 1] (Atari, Mnih et al. 2015); ``soft_asymmetric``
@@ -27,7 +29,7 @@ def clip_rewards(rewards: torch.Tensor, mode: str) -> torch.Tensor:
     raise ValueError(f"unknown reward_clip {mode!r}; valid: none, clip, soft_asymmetric")
 
 
-def step_targets(batch: dict, gamma: float, reward_clip: str, final_value: torch.Tensor | None = None):
+def step_targets(batch: Batch, gamma: float, reward_clip: str, final_value: torch.Tensor | None = None):
     """Per-step rewards and discounts ``[T, B]`` for the return math.
 
     ``discount_t = gamma * (1 - terminated_t) * (1 - truncated_t)``; a truncated step
@@ -35,12 +37,12 @@ def step_targets(batch: dict, gamma: float, reward_clip: str, final_value: torch
     bootstrap through the next row, which belongs to a new episode. ``final_value``
     overrides the batch's (PopArt passes de-normalised values).
     """
-    T = batch["reset"].shape[0] - 1
-    terminated = batch["terminated"][:T].float()
-    truncated = batch["truncated"][:T].float()
+    T = batch.unroll_length
+    terminated = batch.terminated[:T].float()
+    truncated = batch.truncated[:T].float()
     if final_value is None:
-        final_value = batch["final_value"][:T]
-    rewards = clip_rewards(batch["reward"][:T], reward_clip) + gamma * truncated * final_value
+        final_value = batch.final_value[:T]
+    rewards = clip_rewards(batch.reward[:T], reward_clip) + gamma * truncated * final_value
     discounts = gamma * (1.0 - terminated) * (1.0 - truncated)
     return rewards, discounts
 
@@ -77,12 +79,11 @@ def entropy_term(logits: torch.Tensor, mask: torch.Tensor, how: str) -> tuple[to
     return reduce(-ent, mask, how), reduce(ent.detach(), mask, "mean")
 
 
-def batch_mask(batch: dict, T: int) -> torch.Tensor:
-    """``batch["mask"][:T]`` if present (1 = real step, 0 = padding), else ones."""
-    mask = batch.get("mask")
-    if mask is None:
-        return torch.ones_like(batch["reward"][:T])
-    return mask[:T].float()
+def batch_mask(batch: Batch, T: int) -> torch.Tensor:
+    """``batch.mask[:T]`` if present (1 = real step, 0 = padding), else ones."""
+    if batch.mask is None:
+        return torch.ones_like(batch.reward[:T])
+    return batch.mask[:T].float()
 
 
 def normalize(advantages: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:

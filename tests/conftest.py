@@ -63,4 +63,6 @@ def random_batch(T: int, B: int, A: int, g) -> dict:
         "final_value": torch.zeros(T + 1, B),
         "reset": torch.zeros(T + 1, B, dtype=torch.bool),
         "task_id": torch.zeros(T + 1, B, dtype=torch.long),
+        "last_action": torch.zeros(T + 1, B, dtype=torch.long),
+        "last_reward": torch.zeros(T + 1, B),
     }

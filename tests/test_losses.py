@@ -3,6 +3,7 @@
 import torch
 
 from agents.agent import AgentOutput
+from learners.batch import Batch
 from learners.config import LearnerConfig
 from learners.impala import impala_loss
 from learners.returns import vtrace
@@ -21,13 +22,13 @@ def batch_and_output(T=5, B=4, A=3, seed=0):
 def test_padding_columns_change_nothing():
     cfg = LearnerConfig(reward_clip="none")
     batch, out = batch_and_output()
-    loss, metrics = impala_loss(out, batch, cfg)
+    loss, metrics = impala_loss(out, Batch.from_dict(batch), cfg)[:2]
     # Pad with 3 garbage columns masked out.
     pb, po = batch_and_output(B=3, seed=9)
     padded = {k: torch.cat([batch[k], pb[k]], dim=1) for k in batch}
     padded["mask"] = torch.cat([torch.ones(6, 4), torch.zeros(6, 3)], dim=1)
     pout = AgentOutput(*(torch.cat([a, b], dim=1) for a, b in zip(out, po)))
-    ploss, pmetrics = impala_loss(pout, padded, cfg)
+    ploss, pmetrics = impala_loss(pout, Batch.from_dict(padded), cfg)[:2]
     torch.testing.assert_close(loss, ploss)
     for k in ("policy_loss", "value_loss", "entropy"):
         torch.testing.assert_close(metrics[k], pmetrics[k])
@@ -36,7 +37,7 @@ def test_padding_columns_change_nothing():
 def test_loss_equals_hand_computation():
     cfg = LearnerConfig(reward_clip="none", gamma=0.9, entropy_cost=0.02, baseline_cost=0.5)
     batch, out = batch_and_output()
-    loss, _ = impala_loss(out, batch, cfg)
+    loss, _ = impala_loss(out, Batch.from_dict(batch), cfg)[:2]
     T = 5
     logp = torch.log_softmax(out.logits[:T], -1)
     blogp = torch.log_softmax(batch["behaviour_logits"][:T], -1)
@@ -55,7 +56,7 @@ def test_truncated_step_bootstraps_from_final_value():
     batch["terminated"][:] = False
     batch["truncated"][1, 0] = True
     batch["final_value"][1, 0] = 2.0
-    rewards, discounts = step_targets(batch, 0.5, "none")
+    rewards, discounts = step_targets(Batch.from_dict(batch), 0.5, "none")
     assert discounts[1, 0] == 0.0 and discounts[0, 0] == 0.5
     torch.testing.assert_close(rewards[1, 0], batch["reward"][1, 0] + 0.5 * 2.0)
 
@@ -72,7 +73,7 @@ def test_reward_clipping():
 def test_gradient_flows_to_policy_and_value_only_through_the_loss_terms():
     cfg = LearnerConfig(reward_clip="none")
     batch, out = batch_and_output()
-    loss, _ = impala_loss(out, batch, cfg)
+    loss, _ = impala_loss(out, Batch.from_dict(batch), cfg)[:2]
     loss.backward()
     assert out.logits.grad[:5].abs().sum() > 0 and out.value.grad[:5].abs().sum() > 0
     # Row T only bootstraps (a constant target), so no gradient reaches it.
@@ -82,9 +83,9 @@ def test_gradient_flows_to_policy_and_value_only_through_the_loss_terms():
 def test_normalized_advantages_option_scales_only_the_policy_term():
     cfg = LearnerConfig(reward_clip="none", gamma=0.9)
     batch, out = batch_and_output(T=6, B=5)
-    _, plain = impala_loss(out, batch, cfg)
+    _, plain = impala_loss(out, Batch.from_dict(batch), cfg)[:2]
     cfg.normalize_advantages = True
-    _, normed = impala_loss(out, batch, cfg)
+    _, normed = impala_loss(out, Batch.from_dict(batch), cfg)[:2]
     T = 6
     logp = torch.log_softmax(out.logits[:T], -1)
     a = batch["action"][:T].unsqueeze(-1)

@@ -6,6 +6,7 @@ import torch
 from agents.agent import Agent, AgentOutput
 from agents.config import AgentConfig
 from agents.heads import HEADS
+from learners.batch import Batch
 from learners.popart import PopArt
 
 OBS = {"pixels": (3, 56, 56), "instruction": (32,)}
@@ -30,15 +31,14 @@ def test_outputs_preserved_across_a_statistics_update(head):
     agent.eval().double()  # float64: the check is of the algebra, not of float32 rounding
     popart = PopArt(agent.value_output, TASKS, beta=0.5).double()
     x = inputs()
-    batch = {"task_id": x["task_id"]}
     with torch.no_grad():
         out, _ = agent(x, tuple(s.double() for s in agent.initial_state(6)))
-        before = popart.denormalize(out.value, batch)
+        before = popart.denormalize(out.value, x["task_id"])
         # Targets on wildly different scales per task.
         targets = torch.tensor([1.0, 100.0, -1000.0], dtype=torch.float64)[x["task_id"]] * (1 + torch.rand(4, 6, dtype=torch.float64))
         popart.update_stats(targets.reshape(-1), x["task_id"].reshape(-1))
         out2, _ = agent(x, tuple(s.double() for s in agent.initial_state(6)))
-        after = popart.denormalize(out2.value, batch)
+        after = popart.denormalize(out2.value, x["task_id"])
     assert not torch.allclose(popart.sigma, torch.ones(TASKS, dtype=torch.float64))
     assert (after - before).abs().max() < 1e-5
     torch.testing.assert_close(out2.logits, out.logits)  # the policy is untouched
@@ -53,7 +53,7 @@ def test_targets_are_normalised_per_task():
     popart.update_stats(targets.reshape(-1), task.reshape(-1))
     torch.testing.assert_close(popart.mu, torch.tensor([3.0, 30.0]))
     torch.testing.assert_close(popart.sigma, torch.tensor([(8 / 3) ** 0.5, (800 / 3) ** 0.5]))
-    norm, adv = popart.normalize_targets(targets, torch.ones(3, 2), {"task_id": task})
+    norm, adv = popart.normalize_targets(targets, torch.ones(3, 2), task)
     torch.testing.assert_close(norm.mean(0), torch.zeros(2))
     torch.testing.assert_close(norm[:, 0], norm[:, 1])  # same shape after scaling
     torch.testing.assert_close(adv[0], 1 / popart.sigma)
@@ -97,7 +97,7 @@ def test_impala_loss_runs_vtrace_on_returns_and_regresses_normalised_targets():
     popart = popart_with_stats()
     cfg = LearnerConfig(reward_clip="none", entropy_cost=0.0)
     logits, n = torch.randn(T + 1, B, A, generator=g), torch.randn(T + 1, B, generator=g)
-    _, m = impala_loss(AgentOutput(logits, n, n), batch, cfg, popart)
+    _, m, targets = impala_loss(AgentOutput(logits, n, n), Batch.from_dict(batch), cfg, popart)
 
     sigma, mu = popart.sigma[batch["task_id"]], popart.mu[batch["task_id"]]
     raw = sigma * n + mu
@@ -107,6 +107,7 @@ def test_impala_loss_runs_vtrace_on_returns_and_regresses_normalised_targets():
     ref = vtrace(log_rhos, discounts, batch["reward"][:T], raw[:T], raw[T])
     torch.testing.assert_close(m["value_loss"], (0.5 * ((ref.vs - mu[:T]) / sigma[:T] - n[:T]) ** 2).sum())
     torch.testing.assert_close(m["policy_loss"], (-logp * ref.pg_advantages / sigma[:T]).sum())
+    torch.testing.assert_close(targets, ref.vs)  # handed to PopArt.update at return scale
 
 
 def test_ppo_advantages_come_from_returns_and_targets_are_normalised():
@@ -120,10 +121,10 @@ def test_ppo_advantages_come_from_returns_and_targets_are_normalised():
     batch["task_id"] = torch.tensor([0, 1, 0, 1]).expand(T + 1, B)
     popart = popart_with_stats()
     cfg = LearnerConfig(reward_clip="none", lambda_=0.95)
-    out = add_advantages(batch, cfg, popart)
+    out = add_advantages(Batch.from_dict(batch), cfg, popart)
     sigma, mu = popart.sigma[batch["task_id"]], popart.mu[batch["task_id"]]
     raw = sigma * batch["behaviour_value"] + mu
     discounts = cfg.gamma * (~batch["terminated"][:T]).float()
     adv, returns = gae(batch["reward"][:T], raw[:T], raw[T], discounts, lambda_=0.95)
-    torch.testing.assert_close(out["returns"], (returns - mu[:T]) / sigma[:T])
-    torch.testing.assert_close(out["advantages"], adv / sigma[:T])
+    torch.testing.assert_close(out.returns, (returns - mu[:T]) / sigma[:T])
+    torch.testing.assert_close(out.advantages, adv / sigma[:T])

@@ -4,6 +4,7 @@ import pytest
 import torch
 
 from agents.agent import AgentOutput
+from learners.batch import Batch
 from learners.config import LearnerConfig, load_config
 from learners.learner import Learner
 from learners.ppo import add_advantages, minibatches, ppo_loss
@@ -12,10 +13,10 @@ from tests.conftest import random_batch
 
 def batch_and_output(T=4, B=6, A=3, seed=0):
     g = torch.Generator().manual_seed(seed)
-    batch = random_batch(T, B, A, g)
-    logits = batch["behaviour_logits"]  # the learner's policy equals the behaviour policy: ratio 1
+    batch = Batch.from_dict(random_batch(T, B, A, g))
+    logits = batch.behaviour_logits  # the learner's policy equals the behaviour policy: ratio 1
     batch = add_advantages(batch, LearnerConfig(reward_clip="none", lambda_=0.95))
-    value = batch["behaviour_value"].clone()
+    value = batch.behaviour_value.clone()
     return batch, AgentOutput(logits.clone().requires_grad_(), value.requires_grad_(), value)
 
 
@@ -30,13 +31,13 @@ def test_clipping_engages_outside_the_trust_region():
     cfg = LearnerConfig(clip_eps=0.1, normalize_advantages=False, entropy_cost=0.0, baseline_cost=0.0)
     # Push the taken actions' probability up a lot: ratio >> 1 + eps.
     bumped = out.logits.detach().clone()
-    bumped.scatter_add_(-1, batch["action"].unsqueeze(-1), torch.full_like(bumped[..., :1], 3.0))
+    bumped.scatter_add_(-1, batch.action.unsqueeze(-1), torch.full_like(bumped[..., :1], 3.0))
     logits = bumped.requires_grad_()
     loss, m = ppo_loss(AgentOutput(logits, out.value, out.value), batch, cfg)
     assert float(m["clip_frac"]) == 1.0
     loss.backward()
-    T = batch["advantages"].shape[0]
-    pos = batch["advantages"] > 0
+    T = batch.advantages.shape[0]
+    pos = batch.advantages > 0
     # Positive advantages with r > 1 + eps are clipped: no gradient from them.
     assert logits.grad[:T][pos].abs().sum() == 0
     assert logits.grad[:T][~pos].abs().sum() > 0
@@ -45,16 +46,16 @@ def test_clipping_engages_outside_the_trust_region():
 def test_value_clipping():
     batch, out = batch_and_output()
     cfg = LearnerConfig(clip_eps=0.1, entropy_cost=0.0)
-    T = batch["returns"].shape[0]
+    T = batch.returns.shape[0]
     far = out.value.detach().clone()
-    far[:T] = batch["old_values"] + 5.0  # moved far beyond the clip range
+    far[:T] = batch.old_values + 5.0  # moved far beyond the clip range
     v = far.requires_grad_()
     _, m_clip = ppo_loss(AgentOutput(out.logits, v, v), batch, cfg)
-    clipped = batch["old_values"] + 0.1
-    expected = 0.5 * torch.max((far[:T] - batch["returns"]) ** 2, (clipped - batch["returns"]) ** 2).mean()
+    clipped = batch.old_values + 0.1
+    expected = 0.5 * torch.max((far[:T] - batch.returns) ** 2, (clipped - batch.returns) ** 2).mean()
     torch.testing.assert_close(m_clip["value_loss"], expected)
     _, m_plain = ppo_loss(AgentOutput(out.logits, v, v), batch, LearnerConfig(clip_value=False))
-    torch.testing.assert_close(m_plain["value_loss"], 0.5 * ((far[:T] - batch["returns"]) ** 2).mean())
+    torch.testing.assert_close(m_plain["value_loss"], 0.5 * ((far[:T] - batch.returns) ** 2).mean())
 
 
 def test_one_minibatch_one_epoch_equals_the_full_batch(small_cfg):
@@ -102,9 +103,9 @@ def test_minibatches_partition_the_envs():
     batch, _ = batch_and_output(B=8)
     seen = []
     for mb, _ in minibatches(batch, (torch.arange(8.0).unsqueeze(1),), 4):
-        assert mb["reward"].shape[1] == 2
-        seen += mb["reward"][0].tolist()
-    assert sorted(seen) == sorted(batch["reward"][0].tolist())
+        assert mb.reward.shape[1] == 2
+        seen += mb.reward[0].tolist()
+    assert sorted(seen) == sorted(batch.reward[0].tolist())
 
 
 @pytest.mark.parametrize("preset", ["ppo_atari", "ppo_minigrid"])
@@ -130,7 +131,7 @@ def test_lock_step_batches_are_on_policy_after_an_update(small_cfg, core):
     batch, state = learner.to_batch([traj])
     with torch.no_grad():
         out = learner.forward(batch, state)
-    torch.testing.assert_close(out.logits, batch["behaviour_logits"], atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(out.logits, batch.behaviour_logits, atol=1e-5, rtol=1e-5)
     _, m = ppo_loss(out, add_advantages(batch, cfg.learner), cfg.learner)
     assert float(m["approx_kl"]) < 1e-7 and float(m["clip_frac"]) == 0.0
 
@@ -140,13 +141,13 @@ def test_clipping_below_the_trust_region_with_negative_advantages():
     cfg = LearnerConfig(clip_eps=0.1, normalize_advantages=False, entropy_cost=0.0, baseline_cost=0.0)
     # Push the taken actions' probability down a lot: ratio << 1 - eps.
     lowered = out.logits.detach().clone()
-    lowered.scatter_add_(-1, batch["action"].unsqueeze(-1), torch.full_like(lowered[..., :1], -3.0))
+    lowered.scatter_add_(-1, batch.action.unsqueeze(-1), torch.full_like(lowered[..., :1], -3.0))
     logits = lowered.requires_grad_()
     loss, m = ppo_loss(AgentOutput(logits, out.value, out.value), batch, cfg)
     assert float(m["clip_frac"]) == 1.0
     loss.backward()
-    T = batch["advantages"].shape[0]
-    neg = batch["advantages"] < 0
+    T = batch.advantages.shape[0]
+    neg = batch.advantages < 0
     # Negative advantages with r < 1 - eps are clipped: no gradient from them; positive ones still push.
     assert logits.grad[:T][neg].abs().sum() == 0
     assert logits.grad[:T][~neg].abs().sum() > 0
@@ -166,12 +167,12 @@ def test_chunked_sequences_give_the_whole_sequence_loss(small_cfg, core):
     runner.rollout()
     learner = Learner(cfg, runner.spec())
     batch, state = learner.to_batch([runner.rollout(learner.get_weights(), 0)])
-    batch["reset"][5, 0] = batch["reset"][8, 1] = True  # boundaries inside a chunk and at a chunk start
+    batch.reset[5, 0] = batch.reset[8, 1] = True  # boundaries inside a chunk and at a chunk start
     batch = add_advantages(batch, cfg.learner)
     full, _ = ppo_loss(learner.forward(batch, state), batch, cfg.learner)
     chunks, chunk_state = chunk_sequences(learner, batch, state, 4)
-    assert chunks["action"].shape == (4, 12) and chunks["advantages"].shape == (4, 12)
-    torch.testing.assert_close(chunks["action"][:, 2 * 4 + 1], batch["action"][8:12, 1])  # chunk 2 of env 1
+    assert chunks.action.shape == (4, 12) and chunks.advantages.shape == (4, 12)
+    torch.testing.assert_close(chunks.action[:, 2 * 4 + 1], batch.action[8:12, 1])  # chunk 2 of env 1
     whole, _ = ppo_loss(learner.forward(chunks, chunk_state), chunks, cfg.learner)
     torch.testing.assert_close(whole, full, atol=1e-5, rtol=1e-5)
     parts = [ppo_loss(learner.forward(mb, s), mb, cfg.learner)[0] for mb, s in minibatches(chunks, chunk_state, 3)]

@@ -177,11 +177,11 @@ def _nonfinite_loss_after(monkeypatch, updates: int, how: str = "loss"):
     real, calls = impala.impala_loss, {"n": 0}
 
     def loss(out, *args, **kwargs):
-        value, metrics = real(out, *args, **kwargs)
+        value, metrics, targets = real(out, *args, **kwargs)
         calls["n"] += 1
         if calls["n"] > updates:
             value = value * float("nan") if how == "loss" else value + (out.value - out.value.detach()).abs().sqrt().sum()
-        return value, metrics
+        return impala.LossOutput(value, metrics, targets)
 
     monkeypatch.setattr(impala, "impala_loss", loss)
 
