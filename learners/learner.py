@@ -145,7 +145,7 @@ class Learner:
         metrics.update(
             lr=self.lr(), policy_lag=float(np.mean(lags)), update_s=time.perf_counter() - start,
             skipped_updates=float(self.skipped_updates),
-            frames=float(self.frames),  # the driver's frame count (popped before logging)
+            frames=float(self.frames), version=float(self.version),  # the driver's copies (popped before logging)
         )
         if self.skipped_in_row >= self.lcfg.max_skipped_updates:
             # Popped by the driver, which stops the run: the weights are still those of

@@ -60,27 +60,36 @@ class StopFlag:
 
 
 class UnrollQueue:
-    """IMPALA's queue of unrolls (trajectory refs) between the runners and the learner.
+    """The queue of unrolls (trajectory refs) between the runners and the learner, and the
+    policy that says when a returning runner goes out again: the one driver loop serves
+    both kinds of learner through it.
 
-    Backpressure: a runner whose unroll arrives while ``max_batches`` batches already wait
-    is parked instead of sent out again, and released when an update takes a batch. A slow
-    learner then bounds the queue (and so the object store's load and the policy lag) at
-    ``max_batches`` batches plus the unrolls still in flight, one per runner, instead of
-    letting it grow for as long as the run lasts.
+    - IMPALA (``lock_step=False``): a runner goes straight back out with the newest weights
+      it lacks. Backpressure: one whose unroll arrives while ``max_batches`` batches already
+      wait is parked, and released when an update takes a batch, so a slow learner bounds the
+      queue (and the object store's load and the policy lag) at ``max_batches`` batches plus
+      one unroll in flight per runner instead of letting it grow for as long as the run lasts.
+    - Lock-step (PPO, ``lock_step=True``): every returning runner is parked; a batch is one
+      unroll from each runner, and the runners are released only when its update is done, so
+      every unroll of the next batch is acted with the one new weights version (policy lag 0).
+      A runner whose unroll was lost goes out again at once (same weights) to fill the round.
     """
 
-    def __init__(self, per_update: int, max_batches: int = 2):
-        self.per_update = per_update
-        self.limit = max_batches * per_update
+    def __init__(self, per_update: int, max_batches: int = 2, lock_step: bool = False):
+        self.per_update, self.lock_step = per_update, lock_step
+        self.limit = per_update if lock_step else max_batches * per_update
         self.unrolls: collections.deque = collections.deque()
         self.parked: list[int] = []
 
     def add(self, runner: int, unroll=None) -> bool:
         """Runner ``runner`` is back (``unroll`` None: its unroll was lost). True: send it out
-        again now; False: it is parked until ``take`` releases it."""
+        again now; False: it is parked until ``take`` (IMPALA) or ``update_done`` (lock-step)
+        releases it."""
         if unroll is not None:
             self.unrolls.append(unroll)
-        if len(self.unrolls) >= self.limit:
+        elif self.lock_step:
+            return True
+        if self.lock_step or len(self.unrolls) >= self.limit:
             self.parked.append(runner)
             return False
         return True
@@ -89,12 +98,19 @@ class UnrollQueue:
         return len(self.unrolls) >= self.per_update
 
     def take(self) -> tuple[list, list[int]]:
-        """One batch for the learner, and the parked runners that may go out again."""
+        """One batch for the learner, and the parked runners that may go out again now."""
         batch = [self.unrolls.popleft() for _ in range(self.per_update)]
         released = []
-        while self.parked and len(self.unrolls) < self.limit:
+        while not self.lock_step and self.parked and len(self.unrolls) < self.limit:
             released.append(self.parked.pop(0))
         return batch, released
+
+    def update_done(self) -> list[int]:
+        """The runners that may go out again now that an update is done (lock-step: all)."""
+        if not self.lock_step:
+            return []
+        released, self.parked = self.parked, []
+        return released
 
 
 class Trainer:
@@ -164,7 +180,8 @@ class Trainer:
         return refs
 
     def _absorb(self, metrics: dict) -> None:
-        self.frames = int(metrics.pop("frames"))
+        # The learner owns the update count and the frames consumed; the driver mirrors them.
+        self.frames, self.version = int(metrics.pop("frames")), int(metrics.pop("version"))
         if "diverged" in metrics:
             last_good = int(metrics.pop("diverged"))
             if self.diverged is None:  # the first report counts; an update already in flight may add one
@@ -213,15 +230,13 @@ class Trainer:
     def train(self, stop_when=None) -> dict:
         """Train to ``run.total_frames`` (or until Ctrl-C, or ``stop_when(trainer)`` is true when
         checked, every loop turn: ``mira bench`` stops timed runs with it); returns the summary."""
-        cfg = self.cfg
         self.stop_when = stop_when
         self._start = self._log_time = self._last_ckpt = time.time()
         self._log_frames, self._queue_wait, self.last_metrics = self.frames, 0.0, {}
         session_frames = self.frames
         with StopFlag() as flag:
-            loop = self._lock_step_loop if LEARNERS.get(cfg.learner.name).lock_step else self._impala_loop
             try:
-                interrupted = loop(flag)
+                interrupted = self._loop(flag)
             except Exception as e:  # noqa: BLE001
                 if not self._learner_lost():
                     raise
@@ -322,8 +337,12 @@ class Trainer:
             log.warning("an update's %d unroll(s) were lost with their node (%s); skipping them", unrolls, type(e).__name__)
             return False
 
-    def _impala_loop(self, flag) -> bool:
-        queue = UnrollQueue(LEARNERS.get(self.cfg.learner.name).unrolls_per_update(self.cfg))
+    def _loop(self, flag) -> bool:
+        """The one driver loop: runners return unrolls into the queue, the learner takes a
+        batch whenever it is idle and one is ready, and the queue's policy (IMPALA's or
+        lock-step) says when each runner goes out again. True if stopped by Ctrl-C."""
+        algorithm = LEARNERS.get(self.cfg.learner.name)
+        queue = UnrollQueue(algorithm.unrolls_per_update(self.cfg), lock_step=algorithm.lock_step)
         inflight = {}  # info ref -> (runner index, trajectory ref)
 
         def send(index: int) -> None:
@@ -340,9 +359,10 @@ class Trainer:
             for ref in wait_one(waiting):
                 if ref is update_ref:
                     if self._update_done(update_ref, queue.per_update):
-                        self.version += 1
                         self.weights = call(self.learner, "get_weights")
                     update_ref, idle_since = None, time.time()
+                    for index in queue.update_done():
+                        send(index)
                     continue
                 index, traj = inflight.pop(ref)
                 info = self._collect(index, ref)
@@ -350,38 +370,10 @@ class Trainer:
                     self.stats.add(info["episodes"])
                 if queue.add(index, traj if info is not None else None):
                     send(index)
-            if update_ref is None and queue.ready() and not self.diverged:
+            if update_ref is None and queue.ready() and not self.diverged and self.frames < self.cfg.run.total_frames:
                 self._queue_wait += time.time() - idle_since
                 batch, released = queue.take()
                 update_ref = call(self.learner, "update", *batch)
                 for index in released:
                     send(index)
-        if update_ref is not None:
-            self._update_done(update_ref, queue.per_update)
-        return False
-
-    def _lock_step_loop(self, flag) -> bool:
-        n = len(self.fleet.runners)
-        while self.frames < self.cfg.run.total_frames and not self.diverged:
-            if self._periodic(flag):
-                return True
-            trajs: list = [None] * n
-            pending, gather_start = {}, time.time()
-            for i in range(n):
-                traj, info = self._send(i)
-                pending[info] = (i, traj)
-            while pending:  # lock-step: every runner acts with this one weights version
-                for ref in wait_one(list(pending)):
-                    index, traj = pending.pop(ref)
-                    info = self._collect(index, ref)
-                    if info is None:  # replaced: redo this runner's share of the round
-                        traj, ref = self._send(index)
-                        pending[ref] = (index, traj)
-                        continue
-                    self.stats.add(info["episodes"])
-                    trajs[index] = traj
-            self._queue_wait += time.time() - gather_start  # the learner waits for the whole round
-            if self._update_done(call(self.learner, "update", *trajs), n):
-                self.version += 1
-                self.weights = call(self.learner, "get_weights")
         return False

@@ -257,3 +257,15 @@ def test_an_error_while_building_the_run_is_one_config_line(tmp_path, small_cfg,
     # Ray's wrapper texts end with the actor's own line, which is what the user sees.
     wrapped = RuntimeError("ray::EnvRunner.__init__() (pid=1)\n  File \"x.py\", line 3\nValueError: bad level")
     assert fleet.describe(wrapped) == "ValueError: bad level"
+
+
+def test_lock_step_queue_releases_every_runner_only_after_the_update():
+    from learners.trainer import UnrollQueue
+
+    q = UnrollQueue(per_update=3, lock_step=True)
+    assert [q.add(i, f"u{i}") for i in range(3)] == [False, False, False]  # all parked
+    assert q.ready()
+    batch, released = q.take()
+    assert batch == ["u0", "u1", "u2"] and released == []  # nobody goes out before the update is done
+    assert sorted(q.update_done()) == [0, 1, 2] and q.update_done() == []
+    assert q.add(1, None) is True  # a lost unroll: the replacement fills the round with the same weights
