@@ -47,6 +47,12 @@ class ShallowConfig:
     instruction_size: int = 64  # width of the instruction feature (LSTM: 64 units, as IMPALA)
     init: str = "torch"  # conv/fc weights: torch (PyTorch's defaults) or orthogonal (gain sqrt 2, zero biases)
 
+    def __post_init__(self):
+        if self.instruction not in ("bow", "lstm", "none"):
+            raise ValueError(f"agent.torso_options.instruction must be bow, lstm or none, got {self.instruction!r}")
+        if self.init not in INITS:
+            raise ValueError(f"agent.torso_options.init must be one of {', '.join(INITS)}, got {self.init!r}")
+
 
 @TORSOS.register("shallow")
 class ShallowTorso(nn.Module):
@@ -58,17 +64,13 @@ class ShallowTorso(nn.Module):
         num_actions: int,
         as_set: bool = False,
         obs_vocab: dict[str, int] | None = None,
-        hidden_size: int = 256,
-        instruction: str = "bow",
-        word_embedding_size: int = 20,
-        instruction_size: int = 64,
-        init: str = "torch",
+        **options,
     ):
+        """``options``: the fields of ``ShallowConfig`` (defaults and checks live there, once)."""
         super().__init__()
-        if instruction not in ("bow", "lstm", "none"):
-            raise ValueError(f"agent.torso_options.instruction must be bow, lstm or none, got {instruction!r}")
-        if init not in INITS:
-            raise ValueError(f"agent.torso_options.init must be one of {', '.join(INITS)}, got {init!r}")
+        self.config = cfg = ShallowConfig(**options)
+        hidden_size, instruction, init = cfg.hidden_size, cfg.instruction, cfg.init
+        word_embedding_size, instruction_size = cfg.word_embedding_size, cfg.instruction_size
         c, h, w = obs_shapes["pixels"]
         self.num_actions = num_actions
         self.as_set = as_set

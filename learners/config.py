@@ -332,9 +332,11 @@ def _reset_switched_options(data: dict, parsed: list[tuple[str, Any]]) -> None:
         if new is None or new == old or not options or replaced:
             continue
         agent[f"{part}_options"] = {}
+        given = sorted(k.split(".", 2)[2] for k, _ in parsed if k.startswith(f"agent.{part}_options."))
+        rest = (f"{new} takes {', '.join(given)} from the command line and its defaults for the rest" if given else
+                f"{new} uses its defaults (give agent.{part}_options.KEY=VALUE to set them)")
         print(f"[mira] agent.{part}={new} replaces {old or 'the default'}: dropping the config's agent.{part}_options "
-              f"({', '.join(sorted(options))}); {new} uses its defaults (give agent.{part}_options.KEY=VALUE to set them)",
-              file=sys.stderr)
+              f"({', '.join(sorted(options))}); {rest}", file=sys.stderr)
 
 
 def _resolve_options(registry, name: str, options: dict, key: str) -> dict:

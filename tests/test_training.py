@@ -11,6 +11,8 @@ from pathlib import Path
 import pytest
 import torch
 
+from agents.cores import CORES
+from agents.heads import HEADS
 from learners.config import load_config
 from learners.run_dir import RunDir
 from learners.trainer import Trainer
@@ -110,7 +112,7 @@ def test_ctrl_c_writes_a_checkpoint_and_resume_continues(tmp_path, num_runners):
 
 
 @pytest.mark.parametrize("learner", ["impala", "ppo"])
-@pytest.mark.parametrize("core", ["lstm", "rims", "mi_lstm", "alstm"])
+@pytest.mark.parametrize("core", CORES.names())
 def test_every_core_trains_with_both_learners(small_cfg, core, learner):
     cfg = small_cfg(**{"agent.core": core, "agent.core_options": "{}", "learner.name": learner, "learner.minibatches": 2,
                        "run.total_frames": 200})
@@ -119,7 +121,7 @@ def test_every_core_trains_with_both_learners(small_cfg, core, learner):
 
 
 @pytest.mark.parametrize("learner", ["impala", "ppo"])
-@pytest.mark.parametrize("head", ["linear", "multi_head", "multiplicative"])
+@pytest.mark.parametrize("head", HEADS.names())
 def test_every_head_trains_with_both_learners(small_cfg, head, learner):
     cfg = small_cfg(**{"agent.head": head, "learner.name": learner, "learner.minibatches": 2, "run.total_frames": 200,
                        "env.levels": "[MiniGrid-Empty-5x5-v0, BabyAI-GoToRedBall-v0]"})

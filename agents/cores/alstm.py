@@ -63,10 +63,11 @@ class ALSTMConfig:
 class ALSTMCore(nn.Module):
     Config = ALSTMConfig
 
-    def __init__(self, input_size: int, hidden_size: int = 256, adaptation_size: int = 32):
+    def __init__(self, input_size: int, **options):
+        """``options``: the fields of ``ALSTMConfig`` (their defaults live there, once)."""
         super().__init__()
-        ALSTMConfig(hidden_size, adaptation_size)  # validate
-        D, H, A = input_size, hidden_size, adaptation_size
+        self.config = cfg = ALSTMConfig(**options)
+        D, H, A = input_size, cfg.hidden_size, cfg.adaptation_size
         self.input_size, self.hidden_size, self.adaptation_size = D, H, A
         self.output_size = H
 

@@ -25,10 +25,12 @@ class LSTMConfig:
 class LSTMCore(nn.Module):
     Config = LSTMConfig
 
-    def __init__(self, input_size: int, hidden_size: int = 256):
+    def __init__(self, input_size: int, **options):
+        """``options``: the fields of ``LSTMConfig`` (their defaults live there, once)."""
         super().__init__()
-        self.cell = nn.LSTMCell(input_size, hidden_size)
-        self.output_size = hidden_size
+        self.config = cfg = LSTMConfig(**options)
+        self.cell = nn.LSTMCell(input_size, cfg.hidden_size)
+        self.output_size = cfg.hidden_size
 
     def initial_state(self, batch_size: int, device=None) -> State:
         z = torch.zeros(batch_size, self.output_size, device=device, dtype=self.cell.weight_ih.dtype)

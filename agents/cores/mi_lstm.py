@@ -42,10 +42,11 @@ class MILSTMConfig:
 class MILSTMCore(nn.Module):
     Config = MILSTMConfig
 
-    def __init__(self, input_size: int, hidden_size: int = 256):
+    def __init__(self, input_size: int, **options):
+        """``options``: the fields of ``MILSTMConfig`` (their defaults live there, once)."""
         super().__init__()
-        MILSTMConfig(hidden_size)  # validate
-        H = hidden_size
+        self.config = cfg = MILSTMConfig(**options)
+        H = cfg.hidden_size
         bound = 1 / math.sqrt(H)
         # Gate order i, f, g, o along the last axis (as nn.LSTMCell).
         self.weight_ih = nn.Parameter(torch.empty(input_size, 4 * H).uniform_(-bound, bound))

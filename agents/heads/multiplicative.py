@@ -60,10 +60,10 @@ class MultiplicativeHead(nn.Module):
     Config = MultiplicativeHeadConfig
     reads_task_id = True  # default only; __init__ sets the instance value from `context`
 
-    def __init__(self, input_size: int, num_actions: int, num_tasks: int = 1, context: str = "task_id",
-                 context_size: int = 32, form: str = "full", rank: int = 8, init: str = "zero_interaction"):
+    def __init__(self, input_size: int, num_actions: int, num_tasks: int = 1, **options):
+        """``options``: the fields of ``MultiplicativeHeadConfig`` (defaults and checks live there, once)."""
         super().__init__()
-        cfg = MultiplicativeHeadConfig(context, context_size, form, rank, init)
+        self.config = cfg = MultiplicativeHeadConfig(**options)
         self.context, self.num_actions, self.num_tasks = cfg.context, num_actions, num_tasks
         self.reads_task_id = cfg.context == "task_id"
         context_in = num_tasks if self.reads_task_id else input_size
