@@ -6,8 +6,10 @@ with a sentence that lists the valid names, so a typo in a config is a one-line 
 
 from __future__ import annotations
 
+import dataclasses
+import typing
 from collections.abc import Callable, Iterator
-from typing import Generic, TypeVar
+from typing import Generic, Literal, TypeVar
 
 T = TypeVar("T")
 
@@ -47,3 +49,22 @@ class Registry(Generic[T]):
 
     def names(self) -> list[str]:
         return sorted(self._entries)
+
+
+def choices(tp) -> tuple | None:
+    """The allowed values of a ``Literal[...]`` type (``X | None`` unwrapped), else None."""
+    if typing.get_origin(tp) in (typing.Union, __import__("types").UnionType):
+        tp = next((a for a in typing.get_args(tp) if a is not type(None)), tp)
+    return typing.get_args(tp) if typing.get_origin(tp) is Literal else None
+
+
+def check_choices(obj, prefix: str = "") -> None:
+    """ValueError unless every ``Literal``-typed field of dataclass ``obj`` holds one of its
+    values: the one check of enumerated settings, from their type (the config loader runs
+    the same test on load, with the full key in its message)."""
+    hints = typing.get_type_hints(type(obj))
+    for f in dataclasses.fields(obj):
+        allowed = choices(hints[f.name])
+        value = getattr(obj, f.name)
+        if allowed is not None and value is not None and value not in allowed:
+            raise ValueError(f"{prefix}{f.name} must be one of {', '.join(map(str, allowed))}, got {value!r}")

@@ -21,12 +21,13 @@ set (RIMs, section 2.2 "for spatially structured input").
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from agents.registry import Registry
+from agents.registry import Registry, check_choices
 
 TORSOS: Registry = Registry("torso")
 
@@ -42,16 +43,13 @@ INITS = ("torch", "orthogonal")
 @dataclass
 class ShallowConfig:
     hidden_size: int = 256  # the linear layer after the convs
-    instruction: str = "bow"  # how to read instructions when present: bow, lstm or none
+    instruction: Literal["bow", "lstm", "none"] = "bow"  # how to read instructions when present: bow, lstm or none
     word_embedding_size: int = 20  # IMPALA's language encoder: 20-d word embeddings
     instruction_size: int = 64  # width of the instruction feature (LSTM: 64 units, as IMPALA)
-    init: str = "torch"  # conv/fc weights: torch (PyTorch's defaults) or orthogonal (gain sqrt 2, zero biases)
+    init: Literal["torch", "orthogonal"] = "torch"  # conv/fc weights: torch (PyTorch's defaults) or orthogonal (gain sqrt 2, zero biases)
 
     def __post_init__(self):
-        if self.instruction not in ("bow", "lstm", "none"):
-            raise ValueError(f"agent.torso_options.instruction must be bow, lstm or none, got {self.instruction!r}")
-        if self.init not in INITS:
-            raise ValueError(f"agent.torso_options.init must be one of {', '.join(INITS)}, got {self.init!r}")
+        check_choices(self, "agent.torso_options.")
 
 
 @TORSOS.register("shallow")

@@ -13,6 +13,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Literal
 
 import gymnasium as gym
 from gymnasium.wrappers import RecordEpisodeStatistics
@@ -27,7 +28,7 @@ class EnvConfig:
     levels: list[str] = field(default_factory=list)  # several MiniGrid ids, one task each (replaces level)
     game: str = "Pong"  # ALE game name (suite atari)
     games: list[str] = field(default_factory=list)  # several games, one task each (replaces game; full action set)
-    protocol: str = "dqn"  # Atari protocol: dqn (no-op starts) or machado (sticky actions, full action set)
+    protocol: Literal["dqn", "machado"] = "dqn"  # Atari protocol: dqn (no-op starts) or machado (sticky actions, full action set)
     episodic_life: bool = False  # Atari: a life loss ends the learning episode (PPO preset)
     max_episode_frames: int = 108_000  # Atari episode cap in emulator frames (30 min of play)
     frame_stack: int = 4  # Atari: frames stacked into one observation

@@ -16,11 +16,12 @@ import types
 import typing
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import yaml
 
 from agents.config import AgentConfig
+from agents.registry import choices
 from envs.suites import EnvConfig
 
 
@@ -54,14 +55,15 @@ class RuntimeConfig:
     learner_cpus: float = 1.0  # CPUs the learner actor reserves on its node (raise it for a many-core CPU learner)
 
 
-OPTIMIZERS = ("rmsprop", "rmsprop_tf", "adam")
+Optimizer = Literal["rmsprop", "rmsprop_tf", "adam"]
+OPTIMIZERS = typing.get_args(Optimizer)
 
 
 @dataclass
 class OptimizerConfig:
-    name: str = "rmsprop"  # rmsprop (PyTorch's), rmsprop_tf (TF1's, as IMPALA tuned it: learners/optim.py) or adam (PPO)
+    name: Optimizer = "rmsprop"  # rmsprop (PyTorch's), rmsprop_tf (TF1's, as IMPALA tuned it: learners/optim.py) or adam (PPO)
     lr: float = 6e-4  # initial learning rate
-    lr_schedule: str = "linear"  # linear decay to 0 over run.total_frames, or constant
+    lr_schedule: Literal["linear", "constant"] = "linear"  # linear decay to 0 over run.total_frames, or constant
     alpha: float = 0.99  # RMSProp smoothing constant
     eps: float = 0.01  # RMSProp/Adam epsilon (IMPALA: 0.01 with RMSProp; PPO: 1e-5 with Adam)
     momentum: float = 0.0  # RMSProp momentum
@@ -77,7 +79,7 @@ class LearnerConfig:
     gamma: float = 0.99  # discount
     entropy_cost: float = 0.01  # weight of the entropy bonus
     baseline_cost: float = 0.5  # weight of the value loss
-    reward_clip: str = "clip"  # none, clip ([-1, 1], Atari), soft_asymmetric (DMLab)
+    reward_clip: Literal["none", "clip", "soft_asymmetric"] = "clip"  # none, clip ([-1, 1], Atari), soft_asymmetric (DMLab)
     lambda_: float = 1.0  # V-trace lambda / GAE lambda
     clip_rho_threshold: float = 1.0  # V-trace rho-bar
     clip_pg_rho_threshold: float = 1.0  # V-trace rho-bar for the policy gradient
@@ -117,6 +119,13 @@ class ExperimentConfig:
 
 
 def _coerce(value: Any, tp: Any, key: str) -> Any:
+    allowed = choices(tp)
+    if allowed is not None:  # enumerated settings (Literal types): checked here, once
+        if value is None and type(None) in typing.get_args(tp):
+            return None
+        if value not in allowed:
+            raise ConfigError(f"{key} must be one of {', '.join(map(str, allowed))}, got {value!r}")
+        return value
     origin = typing.get_origin(tp)
     if origin in (typing.Union, types.UnionType):
         args = [a for a in typing.get_args(tp) if a is not type(None)]
@@ -378,14 +387,10 @@ def validate(cfg: ExperimentConfig, runtime: bool = True) -> None:
     cfg.agent.popart = cfg.agent.popart or L.popart  # the one switch: learner.popart
     checks = [
         (L.device in ("auto", "cpu", "cuda") or L.device.startswith("cuda:"), f"learner.device must be auto, cpu or cuda, got {L.device!r}"),
-        (L.reward_clip in ("none", "clip", "soft_asymmetric"), f"learner.reward_clip must be none, clip or soft_asymmetric, got {L.reward_clip!r}"),
-        (L.optimizer.name in OPTIMIZERS, f"learner.optimizer.name must be one of {', '.join(OPTIMIZERS)}, got {L.optimizer.name!r}"),
-        (L.optimizer.lr_schedule in ("linear", "constant"), f"learner.optimizer.lr_schedule must be linear or constant, got {L.optimizer.lr_schedule!r}"),
         (L.unroll_length >= 1, "learner.unroll_length must be at least 1"),
         (cfg.runtime.num_runners >= 0, "runtime.num_runners must be 0 (in-process) or more"),
         (cfg.runtime.envs_per_runner >= 1, "runtime.envs_per_runner must be at least 1"),
         (cfg.run.total_frames > 0, "run.total_frames must be positive"),
-        (cfg.env.protocol in ("dqn", "machado"), f"env.protocol must be dqn or machado, got {cfg.env.protocol!r}"),
     ]
     for ok, message in checks:
         if not ok:

@@ -25,32 +25,27 @@ declares ``False``, ignores any ``task_id`` it is given and works with ``None``.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 from agents.heads import HEADS
-from agents.layers.multiplicative import FORMS, INITS, MultiplicativeInteraction
-
-CONTEXTS = ("task_id", "learnt")
+from agents.layers.multiplicative import MultiplicativeInteraction
+from agents.registry import check_choices
 
 
 @dataclass
 class MultiplicativeHeadConfig:
-    context: str = "task_id"  # what M is conditioned on: "task_id" (one-hot task) or "learnt" (from h_t)
+    context: Literal["task_id", "learnt"] = "task_id"  # what M is conditioned on: the one-hot task, or learnt from h_t
     context_size: int = 32  # width of c; the paper's knob for the parameter count
-    form: str = "full"  # 3-tensor of M: "full", "diagonal" (the paper's: a gate on h), "output_scale" (FiLM-like) or "low_rank"
+    form: Literal["full", "diagonal", "output_scale", "low_rank"] = "full"  # 3-tensor of M: "full", "diagonal" (the paper's: a gate on h), "output_scale" (FiLM-like) or "low_rank"
     rank: int = 8  # CP rank of the 3-tensor; used only by form "low_rank"
-    init: str = "zero_interaction"  # "zero_interaction" (starts as the concatenation baseline) or "hypernetwork" (appendix B)
+    init: Literal["zero_interaction", "hypernetwork"] = "zero_interaction"  # "zero_interaction" (starts as the concatenation baseline) or "hypernetwork" (appendix B)
 
     def __post_init__(self):
-        if self.context not in CONTEXTS:
-            raise ValueError(f"head option context={self.context!r} is not one of {', '.join(CONTEXTS)}")
-        if self.form not in FORMS:
-            raise ValueError(f"head option form={self.form!r} is not one of {', '.join(FORMS)}")
-        if self.init not in INITS:
-            raise ValueError(f"head option init={self.init!r} is not one of {', '.join(INITS)}")
+        check_choices(self, "head option ")
         if self.context_size < 1 or self.rank < 1:
             raise ValueError("head options context_size and rank must be at least 1")
 
