@@ -47,12 +47,15 @@ class EnvRunner:
         runners_per_task: int = 0,
         torch_threads: int = 1,
         tasks: list[int] | None = None,
+        state_every: int = 0,
     ):
         torch.set_num_threads(torch_threads)
         self.runner_id = runner_id
         self.suite = build_suite(env_cfg)
         self.T = unroll_length
         self.B = envs_per_runner
+        # Record the core state before every state_every-th row (PPO's chunk starts); 0: never.
+        self.state_every = state_every if state_every and unroll_length % state_every == 0 else 0
         self.tasks = tasks if tasks is not None else assign_tasks(
             runner_id, max(num_runners, 1), envs_per_runner, len(self.suite.tasks), runners_per_task
         )
@@ -146,6 +149,7 @@ class EnvRunner:
             # then exactly on-policy (ratio 1 before the first update).
             self._act(0)
         initial_state = tuple(s.numpy().copy() for s in self.state_before)
+        chunk_states = [initial_state] if self.state_every else None
         buf, episodes = self.buf, []
         for t in range(1, self.T + 1):
             final_obs = {}
@@ -173,12 +177,15 @@ class EnvRunner:
             buf["last_action"][t] = np.where(reset, 0, buf["action"][t - 1])
             buf["last_reward"][t] = np.where(reset, 0.0, rewards)
             self.state_before = self.state_after
+            if chunk_states is not None and t < self.T and t % self.state_every == 0:
+                chunk_states.append(tuple(s.numpy().copy() for s in self.state_before))
             self._act(t)
         # self.state_before is now the state before row T = row 0 of the next unroll.
         return Trajectory(
             obs={k: v.copy() for k, v in self.obs.items()},
             **{k: v.copy() for k, v in buf.items()},
             initial_state=initial_state,
+            chunk_states=None if chunk_states is None else tuple(np.stack(s) for s in zip(*chunk_states)),
             policy_version=self.version,
             runner_id=self.runner_id,
             episodes=episodes,

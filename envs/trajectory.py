@@ -15,6 +15,9 @@ is the truncation treatment of partial-episode bootstrapping (Pardo et al. 2018)
 Stable-Baselines3 does it for on-policy learners.
 
 ``initial_state`` is the core state before row 0: the learner re-runs the core from it.
+``chunk_states`` (when the runner is asked for them, ``state_every = k``): the core state
+before rows ``0, k, 2k, ...``, each ``[T / k, B, ...]``, which PPO's chunked minibatches start
+from (``learners/ppo.py``) instead of re-running the core over the batch to find them.
 """
 
 from __future__ import annotations
@@ -39,6 +42,7 @@ class Trajectory:
     truncated: np.ndarray  # [T+1, B] bool
     final_value: np.ndarray  # [T+1, B] float32
     initial_state: tuple[np.ndarray, ...]  # core state before row 0, each [B, ...]
+    chunk_states: tuple[np.ndarray, ...] | None = None  # core state before rows 0, k, 2k, ..., each [T / k, B, ...]
     policy_version: int = 0
     runner_id: int = 0
     # Whole episodes that ended during this unroll: (task_id, return, length in agent steps).
@@ -66,6 +70,8 @@ class Trajectory:
             obs={k: cat([t.obs[k] for t in trajectories]) for k in first.obs},
             **{f: cat([getattr(t, f) for t in trajectories]) for f in Trajectory.STEP_FIELDS},
             initial_state=tuple(cat([t.initial_state[i] for t in trajectories], 0) for i in range(len(first.initial_state))),
+            chunk_states=None if first.chunk_states is None else tuple(
+                cat([t.chunk_states[i] for t in trajectories], 1) for i in range(len(first.chunk_states))),
             policy_version=min(t.policy_version for t in trajectories),
             runner_id=first.runner_id,
             episodes=[e for t in trajectories for e in t.episodes],

@@ -39,6 +39,7 @@ class Batch:
     advantages: Tensor | None = None  # PPO: GAE advantages [T, B]
     returns: Tensor | None = None  # PPO: value targets [T, B]
     old_values: Tensor | None = None  # PPO: the behaviour values [T, B], for the value clip
+    chunk_states: tuple[Tensor, ...] | None = None  # the runner's core states before rows 0, k, 2k, ... [T / k, B, ...]
 
     @property
     def unroll_length(self) -> int:
@@ -51,7 +52,8 @@ class Batch:
 
     def map(self, fn: Callable[[Tensor], Tensor]) -> Batch:
         """A new batch with ``fn`` applied to every tensor (absent optional fields stay absent)."""
-        fields = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "obs"}
+        fields = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name not in ("obs", "chunk_states")}
+        # chunk_states index whole unrolls: they do not survive a cut or a column pick.
         return Batch(obs={k: fn(v) for k, v in self.obs.items()},
                      **{k: None if v is None else fn(v) for k, v in fields.items()})
 

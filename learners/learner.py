@@ -83,7 +83,8 @@ class Learner:
             return t.to(self.device, non_blocking=pin)
 
         batch = Batch(obs={k: move(v) for k, v in traj.obs.items()},
-                      **{f: move(getattr(traj, f)) for f in Trajectory.STEP_FIELDS})
+                      **{f: move(getattr(traj, f)) for f in Trajectory.STEP_FIELDS},
+                      chunk_states=None if traj.chunk_states is None else tuple(move(s) for s in traj.chunk_states))
         state = tuple(move(s) for s in traj.initial_state)
         return batch, state
 

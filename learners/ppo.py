@@ -94,13 +94,19 @@ def add_advantages(batch: Batch, cfg, value_transform=None) -> Batch:
 def chunk_sequences(learner, batch: Batch, state: tuple, k: int) -> tuple[Batch, tuple]:
     """Cut ``[T (+1), B]`` sequences into ``T / k`` chunks of ``k`` rows each -> ``[k, (T / k) B]``
     (chunk-major: column ``c B + b`` is chunk ``c`` of env ``b``), with the core state before
-    each chunk from one pass of the current agent over the batch."""
+    each chunk: the runners' own (``batch.chunk_states``, recorded while acting) when they
+    carry them, else from one pass of the current agent over the batch (the same states for
+    a lock-step batch, up to float rounding)."""
     T = batch.advantages.shape[0]
-    starts, states = range(0, T, k), []
+    starts = range(0, T, k)
+    chunks = batch.map(lambda v: torch.cat([v[c : c + k] for c in starts], dim=1))
+    stored = batch.chunk_states
+    if stored is not None and stored[0].shape[0] == len(starts):
+        return chunks, tuple(s.reshape(-1, *s.shape[2:]) for s in stored)  # [C, B, ...] -> [C B, ...], chunk-major
+    states = []
     for c in starts:
         states.append(state)
         _, state = learner.agent(batch.map(lambda v, c=c: v[c : c + k]).inputs(), state)
-    chunks = batch.map(lambda v: torch.cat([v[c : c + k] for c in starts], dim=1))
     return chunks, tuple(torch.cat([s[i] for s in states], dim=0) for i in range(len(state)))
 
 

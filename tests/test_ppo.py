@@ -179,6 +179,30 @@ def test_chunked_sequences_give_the_whole_sequence_loss(small_cfg, core):
     torch.testing.assert_close(torch.stack(parts).mean(), full, atol=1e-5, rtol=1e-5)
 
 
+@pytest.mark.parametrize("core", ["lstm", "rims"])
+def test_runner_chunk_states_equal_the_learners_pass(small_cfg, core):
+    """The runner's recorded chunk-start states (state_every = k) are the states the learner's
+    no-grad pass finds, so chunked minibatches from either give the whole-unroll loss."""
+    from envs.runner import EnvRunner
+    from learners.ppo import chunk_sequences
+
+    cfg = small_cfg(**{"learner.name": "ppo", "learner.minibatches": 2, "agent.core": core, "agent.core_options": "{}",
+                       "learner.unroll_length": 12, "learner.recurrence": 4})
+    runner = EnvRunner(cfg.env, cfg.agent, envs_per_runner=4, unroll_length=12, state_every=4)
+    runner.rollout()
+    learner = Learner(cfg, runner.spec())
+    batch, state = learner.to_batch([runner.rollout(learner.get_weights(), 0)])
+    assert batch.chunk_states[0].shape[:2] == (3, 4)  # 3 chunk starts x 4 envs
+    batch = add_advantages(batch, cfg.learner)
+    stored_chunks, stored = chunk_sequences(learner, batch, state, 4)
+    _, passed = chunk_sequences(learner, batch.replace(chunk_states=None), state, 4)
+    for a, b in zip(stored, passed):
+        torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-5)
+    full, _ = ppo_loss(learner.forward(batch, state), batch, cfg.learner)
+    whole, _ = ppo_loss(learner.forward(stored_chunks, stored), stored_chunks, cfg.learner)
+    torch.testing.assert_close(whole, full, atol=1e-5, rtol=1e-5)
+
+
 def test_recurrence_must_divide_the_unroll_and_fill_the_minibatches():
     from learners.config import ConfigError
 
