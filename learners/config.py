@@ -243,20 +243,18 @@ def parse_overrides(overrides: list[str]) -> list[tuple[str, Any]]:
 
 
 # Numeric ranges, checked on load: key -> (low, high, low open, high open); None = unbounded.
+# (run.total_frames, runtime.num_runners, runtime.envs_per_runner and learner.unroll_length
+# are checked with the combination rules in validate().)
 RANGES: dict[str, tuple] = {
-    "run.total_frames": (0, None, True, False),
     "run.checkpoint_every_s": (0, None, True, False),
     "run.keep_checkpoints": (1, None, False, False),
     "run.log_every_s": (0, None, True, False),
-    "runtime.num_runners": (0, None, False, False),
-    "runtime.envs_per_runner": (1, None, False, False),
     "runtime.runners_per_task": (0, None, False, False),
     "runtime.torch_threads": (1, None, False, False),
     "runtime.learner_threads": (0, None, False, False),
     "runtime.learner_cpus": (0, None, False, False),
     "env.max_episode_frames": (1, None, False, False),
     "env.frame_stack": (1, None, False, False),
-    "learner.unroll_length": (1, None, False, False),
     "learner.batch_size": (1, None, False, False),
     "learner.gamma": (0, 1, True, False),
     "learner.entropy_cost": (0, None, False, False),
