@@ -28,6 +28,7 @@ class Algorithm:
     lock_step: bool
     unrolls_per_update: Callable  # (cfg) -> int
     check: Callable  # (cfg) -> Optional[str]
+    defaults: dict  # learner settings left unset (None) in the config take these values on load
 
 
 LEARNERS: Registry[Algorithm] = Registry("learner")
@@ -37,6 +38,9 @@ def _impala_check(cfg) -> str | None:
     if cfg.learner.batch_size < cfg.runtime.envs_per_runner or cfg.learner.batch_size % cfg.runtime.envs_per_runner:
         return (f"IMPALA batches whole runner trajectories: learner.batch_size={cfg.learner.batch_size} must be "
                 f"a multiple of runtime.envs_per_runner={cfg.runtime.envs_per_runner}")
+    if cfg.learner.batch_size % cfg.learner.minibatches:
+        return (f"IMPALA splits each batch's learner.batch_size={cfg.learner.batch_size} unrolls into "
+                f"learner.minibatches={cfg.learner.minibatches} equal groups; make the batch size divisible by it")
     return None
 
 
@@ -59,9 +63,11 @@ def _ppo_check(cfg) -> str | None:
 
 LEARNERS.register("impala")(Algorithm(
     impala_update, lock_step=False, check=_impala_check,
+    defaults=dict(epochs=1, minibatches=1, normalize_advantages=False),  # the paper's: one step per batch
     unrolls_per_update=lambda cfg: cfg.learner.batch_size // cfg.runtime.envs_per_runner,
 ))
 LEARNERS.register("ppo")(Algorithm(
     ppo_update, lock_step=True, check=_ppo_check,
+    defaults=dict(epochs=4, minibatches=4, normalize_advantages=True),
     unrolls_per_update=lambda cfg: max(cfg.runtime.num_runners, 1),
 ))

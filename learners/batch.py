@@ -15,6 +15,7 @@ import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
 
+import torch
 from torch import Tensor
 
 # The agent's inputs besides the observations (agents/agent.py: STEP_KEYS).
@@ -67,3 +68,11 @@ class Batch:
         return Batch(obs={k: v for k, v in data.items() if k not in names},
                      **{k: v for k, v in data.items() if k in names})
 
+
+def minibatches(batch: Batch, state: tuple, n: int, generator: torch.Generator | None = None):
+    """Split the sequences (dim 1: envs, or (env, chunk) pairs) into ``n`` random groups."""
+    B = batch.reset.shape[1]
+    order = torch.randperm(B, generator=generator)
+    for idx in order.chunk(n):
+        idx = idx.to(batch.reset.device)
+        yield batch.map(lambda v, idx=idx: v[:, idx]), tuple(s[idx] for s in state)

@@ -85,8 +85,8 @@ class LearnerConfig:
     clip_pg_rho_threshold: float = 1.0  # V-trace rho-bar for the policy gradient
     clip_c_threshold: float = 1.0  # V-trace c-bar
     # PPO only
-    epochs: int = 4  # passes over each batch
-    minibatches: int = 4  # minibatches per epoch (whole sequences)
+    epochs: int | None = None  # passes over each batch; default: PPO 4, IMPALA 1 (the paper's)
+    minibatches: int | None = None  # steps per pass, each on a random group of whole sequences; default: PPO 4, IMPALA 1
     recurrence: int = 0  # PPO: cut each unroll into sequences of this many steps for the minibatches (0 = whole unrolls)
     clip_eps: float = 0.1  # ratio clip (also the value clip when clip_value)
     clip_value: bool = True  # clip the value update around the old value
@@ -375,7 +375,10 @@ def validate(cfg: ExperimentConfig, runtime: bool = True) -> None:
             raise ConfigError(f"{key}: {e.args[0]}" if key else e.args[0]) from None
 
     a = cfg.agent
-    named("learner.name", LEARNERS.get, cfg.learner.name)
+    algorithm = named("learner.name", LEARNERS.get, cfg.learner.name)
+    for key, value in algorithm.defaults.items():  # settings whose default depends on the algorithm
+        if getattr(cfg.learner, key) is None:
+            setattr(cfg.learner, key, value)
     named("env.suite", ENVS.get, cfg.env.suite)
     named("", check_task_ids, cfg.env)  # its message starts with the key
     a.torso_options = named("agent.torso", _resolve_options, TORSOS, a.torso, a.torso_options, "agent.torso_options")

@@ -15,11 +15,13 @@ The behaviour policy's log-probabilities come from the trajectory's
 
 from __future__ import annotations
 
+import collections
 from typing import NamedTuple
 
+import numpy as np
 import torch
 
-from learners.batch import Batch
+from learners.batch import Batch, minibatches
 from learners.returns import vtrace
 from learners.terms import (
     action_log_probs,
@@ -84,9 +86,35 @@ def impala_loss(out, batch: Batch, cfg, value_transform=None) -> LossOutput:
 
 
 def impala_update(learner, batch: Batch, state: tuple) -> dict:
-    """One RMSProp (or Adam) step on the batch; PopArt statistics move after it."""
-    loss, metrics, targets = impala_loss(learner.forward(batch, state), batch, learner.lcfg, learner.popart)
-    metrics["grad_norm"] = learner.step(loss)
+    """RMSProp (or Adam) steps on the batch; PopArt statistics move after them.
+
+    The paper's learner makes one step per batch (``learner.epochs: 1``,
+    ``learner.minibatches: 1``, IMPALA's defaults). ``minibatches: n`` splits the batch's
+    unrolls into ``n`` random groups, one step each, as Cleanba's IMPALA does
+    (``num_minibatches``); ``epochs: k`` passes over the batch ``k`` times, each step
+    recomputing V-trace with the current weights against the actors' behaviour policy
+    (the off-policy correction that lets IMPALA learn from replayed unrolls, Espeholt et al.
+    2018, section 5.2.1). Either gives more updates per frame."""
+    cfg = learner.lcfg
+    if cfg.epochs == 1 and cfg.minibatches == 1:
+        loss, metrics, targets = impala_loss(learner.forward(batch, state), batch, cfg, learner.popart)
+        metrics["grad_norm"] = learner.step(loss)
+        if learner.popart is not None and not learner.step_skipped:
+            metrics.update(learner.popart.update(targets, batch.task_id))
+        return metrics
+    history = collections.defaultdict(list)
+    generator = torch.Generator().manual_seed(learner.cfg.run.seed * 7 + learner.version)
+    for _ in range(cfg.epochs):
+        last_targets = []
+        for mb, mb_state in minibatches(batch, state, cfg.minibatches, generator):
+            loss, metrics, targets = impala_loss(learner.forward(mb, mb_state), mb, cfg, learner.popart)
+            metrics["grad_norm"] = learner.step(loss)
+            last_targets.append((targets, mb.task_id))
+            for k, v in metrics.items():
+                history[k].append(float(v))
+    result = {k: float(np.mean(v)) for k, v in history.items()}
     if learner.popart is not None and not learner.step_skipped:
-        metrics.update(learner.popart.update(targets, batch.task_id))
-    return metrics
+        # The last pass's targets, at return scale, for the whole batch.
+        result.update(learner.popart.update(torch.cat([t for t, _ in last_targets], 1),
+                                            torch.cat([task for _, task in last_targets], 1)))
+    return result

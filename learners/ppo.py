@@ -31,7 +31,7 @@ import collections
 import numpy as np
 import torch
 
-from learners.batch import Batch
+from learners.batch import Batch, minibatches
 from learners.returns import gae
 from learners.terms import action_log_probs, batch_mask, entropy_term, normalize, reduce, step_targets
 
@@ -108,15 +108,6 @@ def chunk_sequences(learner, batch: Batch, state: tuple, k: int) -> tuple[Batch,
         states.append(state)
         _, state = learner.agent(batch.map(lambda v, c=c: v[c : c + k]).inputs(), state)
     return chunks, tuple(torch.cat([s[i] for s in states], dim=0) for i in range(len(state)))
-
-
-def minibatches(batch: Batch, state: tuple, n: int, generator: torch.Generator | None = None):
-    """Split the sequences (dim 1: envs, or (env, chunk) pairs) into ``n`` random groups."""
-    B = batch.reset.shape[1]
-    order = torch.randperm(B, generator=generator)
-    for idx in order.chunk(n):
-        idx = idx.to(batch.reset.device)
-        yield batch.map(lambda v, idx=idx: v[:, idx]), tuple(s[idx] for s in state)
 
 
 def ppo_update(learner, batch: Batch, state: tuple) -> dict:

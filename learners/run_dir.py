@@ -16,7 +16,10 @@ from pathlib import Path
 
 import torch
 
-from learners.config import ConfigError, ExperimentConfig, load_config, save_config
+from learners.config import ConfigError, ExperimentConfig, load_config, read_yaml, save_config
+
+# meta.json's "config_format": 2 since IMPALA reads learner.epochs/minibatches (RunDir._format_overrides).
+CONFIG_FORMAT = 2
 
 
 def git_revision() -> str:
@@ -53,7 +56,7 @@ class RunDir:
             raise ConfigError(f"run.dir {cfg.run.dir} already holds a run; continue it with `mira train --resume {cfg.run.dir}` or pick another run.dir")
         run.checkpoints.mkdir(parents=True, exist_ok=True)
         save_config(cfg, run.path / "config.yaml")
-        meta = {"seed": cfg.run.seed, "git_revision": git_revision(), "command": sys.argv, "started": time.time(), "host": os.uname().nodename}
+        meta = {"config_format": CONFIG_FORMAT, "seed": cfg.run.seed, "git_revision": git_revision(), "command": sys.argv, "started": time.time(), "host": os.uname().nodename}
         (run.path / "meta.json").write_text(json.dumps(meta, indent=2))
         return run
 
@@ -67,7 +70,23 @@ class RunDir:
         return run
 
     def load_config(self, overrides: list[str] | None = None) -> ExperimentConfig:
-        return load_config(self.path / "config.yaml", overrides)
+        return load_config(self.path / "config.yaml", self._format_overrides() + list(overrides or []))
+
+    def _format_overrides(self) -> list[str]:
+        """Overrides that keep a run directory written by an older mira meaning what it meant.
+
+        Format 1 (no ``config_format`` in meta.json) saved PPO's ``epochs: 4`` and
+        ``minibatches: 4`` in every config, and IMPALA ignored them; from format 2 IMPALA
+        reads them (one step per batch is ``1`` and ``1``)."""
+        meta_path = self.path / "meta.json"
+        meta = json.loads(meta_path.read_text()) if meta_path.is_file() else {}
+        if meta.get("config_format", 1) >= 2:
+            return []
+        saved = read_yaml(self.path / "config.yaml") or {}
+        learner = saved.get("learner") if isinstance(saved, dict) else None
+        if isinstance(learner, dict) and learner.get("name", "impala") == "impala":
+            return ["learner.epochs=1", "learner.minibatches=1"]
+        return []
 
     def resume_config(self, overrides: list[str] | None = None) -> ExperimentConfig:
         """The run's config with ``overrides``, written back to ``config.yaml`` (and the
@@ -78,6 +97,7 @@ class RunDir:
             meta_path = self.path / "meta.json"
             meta = json.loads(meta_path.read_text()) if meta_path.is_file() else {}
             meta.setdefault("resumes", []).append({"overrides": list(overrides), "time": time.time()})
+            meta["config_format"] = CONFIG_FORMAT  # config.yaml is now written in this format
             meta_path.write_text(json.dumps(meta, indent=2))
         return cfg
 

@@ -1,5 +1,6 @@
 """The IMPALA loss: padding changes nothing, terms match a hand computation, reward clipping."""
 
+import pytest
 import torch
 
 from agents.agent import AgentOutput
@@ -97,3 +98,57 @@ def test_normalized_advantages_option_scales_only_the_policy_term():
     torch.testing.assert_close(normed["policy_loss"], -(pi_a * adv).sum().detach(), rtol=1e-5, atol=1e-5)
     for k in ("value_loss", "entropy"):
         torch.testing.assert_close(normed[k], plain[k])
+
+
+def test_impala_minibatches_are_the_papers_step_on_each_group_of_unrolls(small_cfg):
+    """learner.minibatches: n = one ordinary IMPALA step on each of n random groups of
+    whole unrolls, in the order the update's generator draws them."""
+    from envs.runner import EnvRunner
+    from learners.learner import Learner
+
+    cfg = small_cfg(**{"learner.minibatches": 2, "learner.unroll_length": 6})
+    assert cfg.learner.epochs == 1
+    runner = EnvRunner(cfg.env, cfg.agent, envs_per_runner=4, unroll_length=6)
+    split = Learner(cfg, runner.spec())
+    manual = Learner(small_cfg(**{"learner.unroll_length": 6}), runner.spec())
+    manual.agent.load_state_dict(split.agent.state_dict())
+    traj = runner.rollout(split.get_weights(), 0)
+
+    batch, state = manual.to_batch([traj])
+    order = torch.randperm(4, generator=torch.Generator().manual_seed(cfg.run.seed * 7 + 0))
+    for idx in order.chunk(2):
+        mb = batch.map(lambda v, idx=idx: v[:, idx])
+        loss = impala_loss(manual.forward(mb, tuple(s[idx] for s in state)), mb, manual.lcfg).loss
+        manual.step(loss)
+    split.update(traj)
+    for k, v in split.agent.state_dict().items():
+        torch.testing.assert_close(v, manual.agent.state_dict()[k], msg=k)
+
+
+def test_learner_step_counts_default_by_algorithm(small_cfg):
+    from learners.config import ConfigError
+
+    impala, ppo = small_cfg(), small_cfg(**{"learner.name": "ppo", "learner.minibatches": 2})
+    assert (impala.learner.epochs, impala.learner.minibatches, impala.learner.normalize_advantages) == (1, 1, False)
+    assert (ppo.learner.epochs, ppo.learner.minibatches, ppo.learner.normalize_advantages) == (4, 2, True)
+    with pytest.raises(ConfigError, match="learner.minibatches=3"):
+        small_cfg(**{"learner.minibatches": 3})
+
+
+def test_old_run_directories_keep_impala_at_one_step_per_batch(small_cfg, tmp_path):
+    """Run directories from before config_format 2 saved PPO's epochs/minibatches (4, 4) in
+    IMPALA configs, which IMPALA ignored then; loading them must not turn them on."""
+    import json
+
+    from learners.config import save_config
+    from learners.run_dir import RunDir
+
+    cfg = small_cfg(**{"learner.epochs": 4, "learner.minibatches": 2})
+    run = tmp_path / "old"
+    (run / "checkpoints").mkdir(parents=True)
+    save_config(cfg, run / "config.yaml")
+    (run / "meta.json").write_text(json.dumps({"seed": 0}))
+    old = RunDir.open(run)
+    assert (old.load_config().learner.epochs, old.load_config().learner.minibatches) == (1, 1)
+    assert old.resume_config(["learner.epochs=2"]).learner.epochs == 2
+    assert RunDir.open(run).load_config().learner.epochs == 2  # the explicit choice is kept

@@ -4,10 +4,10 @@ import pytest
 import torch
 
 from agents.agent import AgentOutput
-from learners.batch import Batch
+from learners.batch import Batch, minibatches
 from learners.config import LearnerConfig, load_config
 from learners.learner import Learner
-from learners.ppo import add_advantages, minibatches, ppo_loss
+from learners.ppo import add_advantages, ppo_loss
 from tests.conftest import random_batch
 
 
