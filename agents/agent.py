@@ -2,7 +2,7 @@
 
 It adds nothing algorithmic: it routes the task ID to the head only when the head
 declares that it reads it, and asks the torso for a set of spatial positions when the
-core wants its input as a set (``core_options.input_set: spatial``).
+core says it wants its input as a set (``input_form``, agents/cores/__init__.py).
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import torch
 from torch import nn
 
 from agents.config import AgentConfig
-from agents.cores import CORES, State
+from agents.cores import CORES, State, input_form
 from agents.heads import HEADS
 from agents.torsos import TORSOS
 
@@ -51,9 +51,10 @@ class Agent(nn.Module):
         super().__init__()
         self.obs_keys = tuple(sorted(obs_shapes))
         self.num_actions = num_actions
-        as_set = cfg.core_options.get("input_set", "flat") == "spatial"
+        core_cls = CORES.get(cfg.core)
+        as_set = input_form(core_cls, cfg.core_options) == "spatial"
         self.torso = TORSOS.get(cfg.torso)(obs_shapes, num_actions, as_set=as_set, obs_vocab=obs_vocab, **cfg.torso_options)
-        self.core = CORES.get(cfg.core)(self.torso.output_size, **cfg.core_options)
+        self.core = core_cls(self.torso.output_size, **cfg.core_options)
         self.head = HEADS.get(cfg.head)(self.core.output_size, num_actions, num_tasks, **cfg.head_options)
         self.value_output = TaskValueOutput(num_tasks) if cfg.popart else None
 

@@ -10,6 +10,9 @@ Every core is an ``nn.Module`` registered in ``CORES`` and honours one contract:
 - ``core.forward(x [T, B, D], state, reset [T, B] bool) -> (y [T, B, H], state)``:
   before step ``t`` the state is multiplied by ``1 - reset[t]``, step by step, so an
   episode boundary inside an unroll starts the next episode from the initial (zero) state;
+- optionally ``Core.input_form(options) -> "flat" | "spatial"`` (a static method): the
+  input the core wants, ``x [T, B, D]`` or the torso's positions as a set ``x [T, B, N, D]``;
+  ``"flat"`` when absent (``input_form`` below is what the agent asks);
 - optionally ``core.diagnostics() -> dict[str, Tensor]`` with statistics of the last
   forward pass worth logging (e.g. RIMs' per-unit activation frequency).
 
@@ -35,6 +38,12 @@ def mask_state(state: State, reset: torch.Tensor) -> State:
     """
     keep = 1.0 - reset.to(state[0].dtype)
     return tuple(s * keep.view(-1, *([1] * (s.dim() - 1))) for s in state)
+
+
+def input_form(core_cls, options: dict) -> str:
+    """What core class ``core_cls`` with ``options`` reads: ``"flat"`` or ``"spatial"``."""
+    declared = getattr(core_cls, "input_form", None)
+    return declared(options) if declared is not None else "flat"
 
 
 # One line per core: importing the module registers it.

@@ -63,11 +63,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Literal
 
 import torch
 from torch import nn
 
 from agents.cores import CORES, State, mask_state
+from agents.registry import check_choices
 
 
 @dataclass
@@ -75,7 +77,7 @@ class RIMsConfig:
     num_units: int = 6  # number of RIMs k_T (Atari setting, Appendix D.8)
     k_active: int = 4  # RIMs activated per step k_A (Appendix D.8 uses 4 or 5)
     unit_size: int = 42  # hidden size of one RIM; 6 x 42 = 252 matches a 256 LSTM (section 2.4)
-    cell: str = "lstm"  # independent dynamics of each RIM: "lstm" (state (h, c)) or "gru" (state (h,))
+    cell: Literal["lstm", "gru"] = "lstm"  # independent dynamics of each RIM: "lstm" (state (h, c)) or "gru" (state (h,))
     input_key_size: int = 64  # input-attention key/query size per head (Table 3)
     input_value_size: int | None = None  # RIM input width, heads concatenated; None = 4 * unit_size (Table 3)
     input_heads: int = 4  # input-attention heads; scores are averaged over heads for the top-k (Table 3)
@@ -84,7 +86,7 @@ class RIMsConfig:
     comm_value_size: int = 32  # communication value size per head (Table 3)
     comm_heads: int = 4  # communication heads (Table 3)
     comm_dropout: float = 0.1  # dropout on communication-attention weights (Table 3)
-    input_set: str = "flat"  # how the agent presents input: "flat" x [T,B,D] or "spatial" x [T,B,N,D] (torso positions)
+    input_set: Literal["flat", "spatial"] = "flat"  # how the agent presents input: "flat" x [T,B,D] or "spatial" x [T,B,N,D] (torso positions)
 
     def __post_init__(self) -> None:
         if self.input_value_size is None:
@@ -94,10 +96,7 @@ class RIMsConfig:
                 f"rims: k_active={self.k_active} must be between 1 and num_units={self.num_units}; "
                 "lower k_active or raise num_units."
             )
-        if self.cell not in ("lstm", "gru"):
-            raise ValueError(f"rims: cell={self.cell!r} is not one of 'lstm', 'gru'.")
-        if self.input_set not in ("flat", "spatial"):
-            raise ValueError(f"rims: input_set={self.input_set!r} is not one of 'flat', 'spatial'.")
+        check_choices(self, "rims: ")
         if self.input_value_size % self.input_heads:
             raise ValueError(
                 f"rims: input_value_size={self.input_value_size} must be a multiple of "
@@ -120,6 +119,11 @@ def _block_weight(num_units: int, fan_in: int, fan_out: int, bound: float) -> nn
 @CORES.register("rims")
 class RIMsCore(nn.Module):
     Config = RIMsConfig
+
+    @staticmethod
+    def input_form(options: dict) -> str:
+        """``spatial`` when the core attends over the torso's positions (``input_set``)."""
+        return RIMsConfig(**options).input_set
 
     def __init__(self, input_size: int, **options):
         super().__init__()
