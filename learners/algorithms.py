@@ -4,8 +4,10 @@ An algorithm says how the learner turns one batch into parameter updates, how th
 collects batches for it, and what it asks of the config:
 
 - ``update(learner, batch, state) -> metrics``: the optimizer step(s) on one batch;
-- ``lock_step``: every runner acts with one weights version per batch (PPO, policy lag 0),
-  or runners never wait and unrolls queue up for the learner (IMPALA; V-trace corrects the lag);
+- ``defaults["lock_step"]`` (``learner.lock_step``): every runner acts with one weights
+  version per batch (PPO, policy lag 0), or runners never wait and unrolls queue up for the
+  learner (IMPALA; V-trace corrects the lag); IMPALA may be run in lock-step
+  (synchronous, as A2C), PPO only so;
 - ``unrolls_per_update(cfg)``: runner trajectories in one batch;
 - ``check(cfg)``: a sentence saying what to change in the config, or None.
 
@@ -25,7 +27,6 @@ from learners.ppo import ppo_update
 @dataclass(frozen=True)
 class Algorithm:
     update: Callable  # (learner, batch, state) -> dict of metrics
-    lock_step: bool
     unrolls_per_update: Callable  # (cfg) -> int
     check: Callable  # (cfg) -> Optional[str]
     defaults: dict  # learner settings left unset (None) in the config take these values on load
@@ -38,6 +39,10 @@ def _impala_check(cfg) -> str | None:
     if cfg.learner.batch_size < cfg.runtime.envs_per_runner or cfg.learner.batch_size % cfg.runtime.envs_per_runner:
         return (f"IMPALA batches whole runner trajectories: learner.batch_size={cfg.learner.batch_size} must be "
                 f"a multiple of runtime.envs_per_runner={cfg.runtime.envs_per_runner}")
+    if cfg.learner.lock_step and cfg.learner.batch_size != max(cfg.runtime.num_runners, 1) * cfg.runtime.envs_per_runner:
+        return (f"learner.lock_step: a batch is one unroll from every runner, so learner.batch_size="
+                f"{cfg.learner.batch_size} must be runtime.num_runners x runtime.envs_per_runner = "
+                f"{max(cfg.runtime.num_runners, 1) * cfg.runtime.envs_per_runner}")
     if cfg.learner.batch_size % cfg.learner.minibatches:
         return (f"IMPALA splits each batch's learner.batch_size={cfg.learner.batch_size} unrolls into "
                 f"learner.minibatches={cfg.learner.minibatches} equal groups; make the batch size divisible by it")
@@ -46,6 +51,8 @@ def _impala_check(cfg) -> str | None:
 
 def _ppo_check(cfg) -> str | None:
     L = cfg.learner
+    if not L.lock_step:
+        return "PPO learns from on-policy batches: learner.lock_step must be true (or left out)"
     n_envs = max(cfg.runtime.num_runners, 1) * cfg.runtime.envs_per_runner
     if L.recurrence < 0 or L.recurrence > L.unroll_length or (L.recurrence and L.unroll_length % L.recurrence):
         return (f"learner.recurrence={L.recurrence} must be 0 (whole unrolls) or divide "
@@ -62,12 +69,12 @@ def _ppo_check(cfg) -> str | None:
 
 
 LEARNERS.register("impala")(Algorithm(
-    impala_update, lock_step=False, check=_impala_check,
-    defaults=dict(epochs=1, minibatches=1, normalize_advantages=False),  # the paper's: one step per batch
+    impala_update, check=_impala_check,
+    defaults=dict(lock_step=False, epochs=1, minibatches=1, normalize_advantages=False),  # the paper's: one step per batch
     unrolls_per_update=lambda cfg: cfg.learner.batch_size // cfg.runtime.envs_per_runner,
 ))
 LEARNERS.register("ppo")(Algorithm(
-    ppo_update, lock_step=True, check=_ppo_check,
-    defaults=dict(epochs=4, minibatches=4, normalize_advantages=True),
+    ppo_update, check=_ppo_check,
+    defaults=dict(lock_step=True, epochs=4, minibatches=4, normalize_advantages=True),
     unrolls_per_update=lambda cfg: max(cfg.runtime.num_runners, 1),
 ))

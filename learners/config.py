@@ -85,6 +85,7 @@ class LearnerConfig:
     clip_pg_rho_threshold: float = 1.0  # V-trace rho-bar for the policy gradient
     clip_c_threshold: float = 1.0  # V-trace c-bar
     # PPO only
+    lock_step: bool | None = None  # runners wait for each update, so every batch is on-policy; default: PPO yes, IMPALA no
     epochs: int | None = None  # passes over each batch; default: PPO 4, IMPALA 1 (the paper's)
     minibatches: int | None = None  # steps per pass, each on a random group of whole sequences; default: PPO 4, IMPALA 1
     recurrence: int = 0  # PPO: cut each unroll into sequences of this many steps for the minibatches (0 = whole unrolls)

@@ -342,7 +342,7 @@ class Trainer:
         batch whenever it is idle and one is ready, and the queue's policy (IMPALA's or
         lock-step) says when each runner goes out again. True if stopped by Ctrl-C."""
         algorithm = LEARNERS.get(self.cfg.learner.name)
-        queue = UnrollQueue(algorithm.unrolls_per_update(self.cfg), lock_step=algorithm.lock_step)
+        queue = UnrollQueue(algorithm.unrolls_per_update(self.cfg), lock_step=self.cfg.learner.lock_step)
         inflight = {}  # info ref -> (runner index, trajectory ref)
 
         def send(index: int) -> None:

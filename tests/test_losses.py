@@ -131,8 +131,13 @@ def test_learner_step_counts_default_by_algorithm(small_cfg):
     impala, ppo = small_cfg(), small_cfg(**{"learner.name": "ppo", "learner.minibatches": 2})
     assert (impala.learner.epochs, impala.learner.minibatches, impala.learner.normalize_advantages) == (1, 1, False)
     assert (ppo.learner.epochs, ppo.learner.minibatches, ppo.learner.normalize_advantages) == (4, 2, True)
+    assert (impala.learner.lock_step, ppo.learner.lock_step) == (False, True)
     with pytest.raises(ConfigError, match="learner.minibatches=3"):
         small_cfg(**{"learner.minibatches": 3})
+    with pytest.raises(ConfigError, match="learner.lock_step must be true"):
+        small_cfg(**{"learner.name": "ppo", "learner.minibatches": 2, "learner.lock_step": "false"})
+    with pytest.raises(ConfigError, match="learner.batch_size=4 must be runtime.num_runners x runtime.envs_per_runner = 8"):
+        small_cfg(**{"runtime.num_runners": 2, "learner.lock_step": "true"})
 
 
 def test_old_run_directories_keep_impala_at_one_step_per_batch(small_cfg, tmp_path):

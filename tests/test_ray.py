@@ -68,6 +68,13 @@ def test_ppo_lock_step_has_zero_policy_lag(cluster, small_cfg):
     assert summary["final_metrics"]["policy_lag"] == 0.0
 
 
+def test_impala_in_lock_step_has_zero_policy_lag(cluster, small_cfg):
+    """learner.lock_step: true runs IMPALA synchronously (every batch acted with one weights version)."""
+    cfg = small_cfg(**{"runtime.num_runners": 2, "learner.batch_size": 8, "learner.lock_step": "true", "run.total_frames": 300})
+    summary = Trainer(cfg, RunDir.create(cfg, None), quiet=True).train()
+    assert summary["final_metrics"]["policy_lag"] == 0.0
+
+
 def test_a_lost_node_costs_its_unrolls_not_the_run(cluster, small_cfg):
     """Remove a worker node mid-run: its runner is replaced on the remaining nodes, unrolls
     that lived in its object store are counted as lost, and training reaches its budget."""
