@@ -84,6 +84,7 @@ class LearnerConfig:
     clip_rho_threshold: float = 1.0  # V-trace rho-bar
     clip_pg_rho_threshold: float = 1.0  # V-trace rho-bar for the policy gradient
     clip_c_threshold: float = 1.0  # V-trace c-bar
+    surrogate_clip: float = 0.0  # IMPALA: 0 = the paper's policy gradient; eps > 0 = PPO's clipped surrogate on pi/mu (RLlib's APPO)
     # PPO only
     lock_step: bool | None = None  # runners wait for each update, so every batch is on-policy; default: PPO yes, IMPALA no
     epochs: int | None = None  # passes over each batch; default: PPO 4, IMPALA 1 (the paper's)
@@ -268,6 +269,7 @@ RANGES: dict[str, tuple] = {
     "learner.minibatches": (1, None, False, False),
     "learner.recurrence": (0, None, False, False),
     "learner.clip_eps": (0, None, True, False),
+    "learner.surrogate_clip": (0, 1, False, True),
     "learner.target_kl": (0, None, False, False),
     "learner.popart_beta": (0, 1, True, False),
     "learner.max_skipped_updates": (1, None, False, False),

@@ -7,6 +7,10 @@
   deviation after centring them, as PPO does; not in the paper, off by default);
 - entropy bonus ``-sum H(pi(.|x_s))``.
 
+``learner.surrogate_clip: eps`` (off by default, not in the paper) replaces the policy term
+by PPO's clipped surrogate on the ratio to the behaviour policy, so that
+``learner.epochs``/``minibatches`` can take many steps per batch (README, "IMPALA on Pong").
+
 Total = policy + ``baseline_cost`` * value + ``entropy_cost`` * entropy, summed over time
 and batch as in the paper's code (scalable_agent), which its hyper-parameters assume.
 The behaviour policy's log-probabilities come from the trajectory's
@@ -29,6 +33,7 @@ from learners.terms import (
     entropy_term,
     normalize,
     policy_gradient_term,
+    reduce,
     step_targets,
     value_term,
 )
@@ -67,9 +72,20 @@ def impala_loss(out, batch: Batch, cfg, value_transform=None) -> LossOutput:
     pg_adv, vs, values = returns.pg_advantages, returns.vs, values_all[:T]
     if value_transform is not None:
         vs, pg_adv = value_transform.normalize_targets(vs, pg_adv, task)
+    if cfg.surrogate_clip:  # the ratio below carries the importance weight: take V-trace's out
+        pg_adv = pg_adv / log_rhos.exp().clamp(max=cfg.clip_pg_rho_threshold)
     if cfg.normalize_advantages:  # off by default for IMPALA (the paper's loss); as PPO's when on
         pg_adv = normalize(pg_adv, mask)
-    policy_loss = policy_gradient_term(target_logp, pg_adv, mask, "sum")
+    if cfg.surrogate_clip:
+        # PPO's clipped surrogate (Schulman et al. 2017, eq. 7) on the ratio pi/mu to the
+        # actors' policy with V-trace's advantage: many steps per batch without the policy
+        # running away from the data (RLlib's APPO).
+        ratio = (target_logp - behaviour_logp).exp()
+        eps = cfg.surrogate_clip
+        surrogate = torch.max(-pg_adv * ratio, -pg_adv * ratio.clamp(1.0 - eps, 1.0 + eps))
+        policy_loss = reduce(surrogate, mask, "sum")
+    else:
+        policy_loss = policy_gradient_term(target_logp, pg_adv, mask, "sum")
     value_loss = value_term(values, vs, mask, "sum")
     entropy_loss, mean_entropy = entropy_term(logits, mask, "sum")
     loss = policy_loss + cfg.baseline_cost * value_loss + cfg.entropy_cost * entropy_loss

@@ -8,7 +8,7 @@ from learners.batch import Batch
 from learners.config import LearnerConfig
 from learners.impala import impala_loss
 from learners.returns import vtrace
-from learners.terms import clip_rewards, step_targets
+from learners.terms import action_log_probs, clip_rewards, step_targets
 from tests.conftest import random_batch
 
 
@@ -157,3 +157,34 @@ def test_old_run_directories_keep_impala_at_one_step_per_batch(small_cfg, tmp_pa
     assert (old.load_config().learner.epochs, old.load_config().learner.minibatches) == (1, 1)
     assert old.resume_config(["learner.epochs=2"]).learner.epochs == 2
     assert RunDir.open(run).load_config().learner.epochs == 2  # the explicit choice is kept
+
+
+def test_surrogate_clip_is_the_papers_gradient_on_policy_and_clips_off_policy():
+    """On-policy (pi = mu) the clipped surrogate's gradient is the V-trace policy gradient's;
+    a ratio outside [1 - eps, 1 + eps] in the advantage's direction gets no gradient."""
+    batch, out = batch_and_output()
+    batch["behaviour_logits"] = out.logits.detach().clone()
+    grads = []
+    for clip in (0.0, 0.2):
+        logits = out.logits.detach().clone().requires_grad_(True)
+        loss = impala_loss(AgentOutput(logits, out.value, out.core_output), Batch.from_dict(batch),
+                           LearnerConfig(reward_clip="none", surrogate_clip=clip, entropy_cost=0.0, baseline_cost=0.0)).loss
+        grads.append(torch.autograd.grad(loss, logits)[0])
+    torch.testing.assert_close(grads[0], grads[1])
+
+    far = dict(batch, behaviour_logits=batch["behaviour_logits"] - 5.0 * torch.nn.functional.one_hot(
+        batch["action"].long(), out.logits.shape[-1]))  # every taken action 1/e^5 as likely under mu
+    logits = out.logits.detach().clone().requires_grad_(True)
+    cfg = LearnerConfig(reward_clip="none", surrogate_clip=0.2, entropy_cost=0.0, baseline_cost=0.0, clip_rho_threshold=None,
+                        clip_pg_rho_threshold=1.0)
+    loss = impala_loss(AgentOutput(logits, out.value, out.core_output), Batch.from_dict(far), cfg).loss
+    grad = torch.autograd.grad(loss, logits)[0]
+    T = batch["action"].shape[0] - 1
+    b = Batch.from_dict(far)
+    rewards, discounts = step_targets(b, cfg.gamma, "none")
+    log_rhos = action_log_probs(out.logits[:T], b.action[:T]) - action_log_probs(b.behaviour_logits[:T], b.action[:T])
+    adv = vtrace(log_rhos, discounts, rewards, out.value[:T].detach(), out.value[T].detach(), clip_rho_threshold=None,
+                 clip_pg_rho_threshold=None).pg_advantages / log_rhos.exp()
+    per_step = grad[:T].abs().sum(-1)
+    assert (adv > 0).any() and (adv < 0).any()
+    assert torch.all(per_step[adv > 0] == 0) and torch.all(per_step[adv < 0] > 0)
