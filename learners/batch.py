@@ -70,7 +70,11 @@ class Batch:
 
 
 def minibatches(batch: Batch, state: tuple, n: int, generator: torch.Generator | None = None):
-    """Split the sequences (dim 1: envs, or (env, chunk) pairs) into ``n`` random groups."""
+    """Split the sequences (dim 1: envs, or (env, chunk) pairs) into ``n`` random groups
+    (``n = 1``: the batch itself, uncopied)."""
+    if n == 1:
+        yield batch, state
+        return
     B = batch.reset.shape[1]
     order = torch.randperm(B, generator=generator)
     for idx in order.chunk(n):

@@ -112,12 +112,6 @@ def impala_update(learner, batch: Batch, state: tuple) -> dict:
     (the off-policy correction that lets IMPALA learn from replayed unrolls, Espeholt et al.
     2018, section 5.2.1). Either gives more updates per frame."""
     cfg = learner.lcfg
-    if cfg.epochs == 1 and cfg.minibatches == 1:
-        loss, metrics, targets = impala_loss(learner.forward(batch, state), batch, cfg, learner.popart)
-        metrics["grad_norm"] = learner.step(loss)
-        if learner.popart is not None and not learner.step_skipped:
-            metrics.update(learner.popart.update(targets, batch.task_id))
-        return metrics
     history = collections.defaultdict(list)
     generator = torch.Generator().manual_seed(learner.cfg.run.seed * 7 + learner.version)
     for _ in range(cfg.epochs):
