@@ -60,7 +60,9 @@ def _bench_fns(name: str, hidden: int, input_size: int, batch: int, unroll: int)
            "output_size": core.output_size}
     state = core.initial_state(batch)
     x1, r1 = torch.randn(1, batch, input_size), torch.zeros(1, batch, dtype=torch.bool)
-    xt, rt = torch.randn(unroll, batch, input_size), torch.zeros(unroll, batch, dtype=torch.bool)
+    # The input wants its gradient, as the torso's output does in the learner.
+    xt = torch.randn(unroll, batch, input_size, requires_grad=True)
+    rt = torch.zeros(unroll, batch, dtype=torch.bool)
 
     def act():
         core.eval()

@@ -38,7 +38,7 @@ def no_reset(T: int, B: int) -> torch.Tensor:
 
 
 def test_every_core_is_tested():
-    assert {"lstm", "rims", "mi_lstm", "alstm"} <= set(NAMES)
+    assert {"lstm", "rims", "mi_lstm", "alstm", "feedforward"} <= set(NAMES)
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -88,10 +88,11 @@ def test_reset_starts_from_initial_state(name):
 def test_gradients_reach_every_parameter(name):
     core = make(name).train()
     T, B = 6, 16  # enough (t, b) pairs that every RIM is active somewhere
-    x = torch.randn(T, B, D)
+    x = torch.randn(T, B, D, requires_grad=True)
     y, _ = core(x, random_state(core, B), no_reset(T, B))
     weights = torch.randn(y.shape, generator=torch.Generator().manual_seed(3))
     (y * weights).sum().backward()
+    assert x.grad.abs().sum() > 0, f"{name}: no gradient reaches the input (the torso)"
     for pname, p in core.named_parameters():
         assert p.grad is not None, f"{name}.{pname} got no gradient"
         assert p.grad.abs().sum() > 0, f"{name}.{pname} got an all-zero gradient"
@@ -100,7 +101,7 @@ def test_gradients_reach_every_parameter(name):
             assert isinstance(value, torch.Tensor) and not value.requires_grad, key
 
 
-@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize("name", [n for n in NAMES if not getattr(CORES[n], "stateless", False)])
 def test_output_depends_on_state(name):
     core = make(name).eval()
     T, B = 3, 2
@@ -122,6 +123,18 @@ def test_state_slices_along_batch(name):
     torch.testing.assert_close(y_sub, y_all[:, idx], atol=1e-5, rtol=0)
     for a, b in zip(s_sub, s_all):
         torch.testing.assert_close(a, b[idx], atol=1e-5, rtol=0)
+
+
+def test_feedforward_core_is_the_identity_and_keeps_its_state():
+    core = make("feedforward")
+    T, B = 5, 3
+    x = torch.randn(T, B, D)
+    state = random_state(core, B)
+    reset = torch.rand(T, B) < 0.5
+    y, new_state = core(x, state, reset)
+    assert core.output_size == D and list(core.parameters()) == []
+    torch.testing.assert_close(y, x)
+    assert all(torch.equal(a, b) for a, b in zip(new_state, state))
 
 
 # --------------------------------------------------------------------------------------- RIMs

@@ -13,6 +13,8 @@ Every core is an ``nn.Module`` registered in ``CORES`` and honours one contract:
 - optionally ``Core.input_form(options) -> "flat" | "spatial"`` (a static method): the
   input the core wants, ``x [T, B, D]`` or the torso's positions as a set ``x [T, B, N, D]``;
   ``"flat"`` when absent (``input_form`` below is what the agent asks);
+- optionally ``stateless = True`` (a class attribute) for a core whose output does not
+  depend on its state (``feedforward``);
 - optionally ``core.diagnostics() -> dict[str, Tensor]`` with statistics of the last
   forward pass worth logging (e.g. RIMs' per-unit activation frequency).
 
@@ -47,4 +49,4 @@ def input_form(core_cls, options: dict) -> str:
 
 
 # One line per core: importing the module registers it.
-from agents.cores import alstm, lstm, mi_lstm, rims  # noqa: E402,F401
+from agents.cores import alstm, feedforward, lstm, mi_lstm, rims  # noqa: E402,F401

@@ -1,0 +1,43 @@
+"""Feed-forward core: no memory, the head reads the torso's output as it is.
+
+The agent of A3C FF (Mnih et al. 2016, section 8: the shallow torso, then the policy and
+value layers) and of TorchBeast's and Cleanba's IMPALA on Atari, where the 4-frame stack
+carries the motion a recurrent core would otherwise remember. It is the no-memory
+baseline for a core comparison, and the core of the IMPALA Atari preset (README, "IMPALA
+on Pong").
+
+The core contract (agents/cores/__init__.py) asks for a state; this core carries a
+``[B, 1]`` zero tensor that it passes through untouched (``stateless``), so runners,
+minibatches and checkpoints treat it like any other core's.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+from agents.cores import CORES, State
+
+
+@dataclass
+class FeedForwardConfig:
+    """No options: the torso's width is the output width."""
+
+
+@CORES.register("feedforward")
+class FeedForwardCore(nn.Module):
+    Config = FeedForwardConfig
+    stateless = True  # the output does not depend on the state (tests/test_cores.py)
+
+    def __init__(self, input_size: int, **options):
+        super().__init__()
+        self.config = FeedForwardConfig(**options)
+        self.output_size = input_size
+
+    def initial_state(self, batch_size: int, device=None) -> State:
+        return (torch.zeros(batch_size, 1, device=device),)
+
+    def forward(self, x: torch.Tensor, state: State, reset: torch.Tensor):
+        return x, state
