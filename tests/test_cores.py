@@ -125,6 +125,25 @@ def test_state_slices_along_batch(name):
         torch.testing.assert_close(a, b[idx], atol=1e-5, rtol=0)
 
 
+def test_lstm_equals_pytorch_lstm_cell_stepped():
+    """The core computes W x + b for the whole unroll at once; it must stay nn.LSTMCell's
+    LSTM, reset masking included."""
+    from agents.cores import mask_state
+
+    core = make("lstm", hidden_size=16)
+    T, B = 7, 3
+    x, reset = torch.randn(T, B, D), torch.rand(T, B) < 0.3
+    state0 = random_state(core, B)
+    y, final = core(x, state0, reset)
+    state, ys = state0, []
+    for t in range(T):
+        state = core.cell(x[t], mask_state(state, reset[t]))
+        ys.append(state[0])
+    torch.testing.assert_close(y, torch.stack(ys), atol=1e-6, rtol=1e-5)
+    for a, b in zip(final, state):
+        torch.testing.assert_close(a, b, atol=1e-6, rtol=1e-5)
+
+
 def test_feedforward_core_is_the_identity_and_keeps_its_state():
     core = make("feedforward")
     T, B = 5, 3
