@@ -70,11 +70,12 @@ def _ppo_check(cfg) -> str | None:
 
 LEARNERS.register("impala")(Algorithm(
     impala_update, check=_impala_check,
-    defaults=dict(lock_step=False, epochs=1, minibatches=1, normalize_advantages=False),  # the paper's: one step per batch
+    # The paper's: one step per batch on the loss summed over its steps (scalable_agent).
+    defaults=dict(lock_step=False, epochs=1, minibatches=1, normalize_advantages=False, loss_reduction="sum"),
     unrolls_per_update=lambda cfg: cfg.learner.batch_size // cfg.runtime.envs_per_runner,
 ))
 LEARNERS.register("ppo")(Algorithm(
     ppo_update, check=_ppo_check,
-    defaults=dict(lock_step=True, epochs=4, minibatches=4, normalize_advantages=True),
+    defaults=dict(lock_step=True, epochs=4, minibatches=4, normalize_advantages=True, loss_reduction="mean"),
     unrolls_per_update=lambda cfg: max(cfg.runtime.num_runners, 1),
 ))

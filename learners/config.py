@@ -85,15 +85,18 @@ class LearnerConfig:
     clip_pg_rho_threshold: float = 1.0  # V-trace rho-bar for the policy gradient
     clip_c_threshold: float = 1.0  # V-trace c-bar
     surrogate_clip: float = 0.0  # IMPALA: 0 = the paper's policy gradient; eps > 0 = PPO's clipped surrogate on pi/mu (RLlib's APPO)
-    # PPO only
+    # Both losses; their defaults come from the algorithm (learners/algorithms.py)
     lock_step: bool | None = None  # runners wait for each update, so every batch is on-policy; default: PPO yes, IMPALA no
     epochs: int | None = None  # passes over each batch; default: PPO 4, IMPALA 1 (the paper's)
     minibatches: int | None = None  # steps per pass, each on a random group of whole sequences; default: PPO 4, IMPALA 1
+    normalize_advantages: bool | None = None  # advantages / their std per (mini)batch; default: on for PPO, off for IMPALA
+    loss_reduction: Literal["sum", "mean"] | None = None  # loss over the (mini)batch's steps: sum (IMPALA's paper) or mean (PPO); sets what optimizer.eps and max_grad_norm mean
+    # PPO only
     recurrence: int = 0  # PPO: cut each unroll into sequences of this many steps for the minibatches (0 = whole unrolls)
     clip_eps: float = 0.1  # ratio clip (also the value clip when clip_value)
     clip_value: bool = True  # clip the value update around the old value
-    normalize_advantages: bool | None = None  # advantages / their std per (mini)batch; default: on for PPO, off for IMPALA
     target_kl: float = 0.0  # stop the epochs early when approx KL exceeds this (0 = off)
+    # Both losses
     popart: bool = False  # per-task PopArt value normalisation (Hessel et al. 2019)
     popart_beta: float = 3e-4  # PopArt statistics step size
     mixed_precision: bool = False  # bfloat16 autocast for the learner forward on CUDA

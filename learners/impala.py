@@ -12,7 +12,14 @@ by PPO's clipped surrogate on the ratio to the behaviour policy, so that
 ``learner.epochs``/``minibatches`` can take many steps per batch (README, "IMPALA on Pong").
 
 Total = policy + ``baseline_cost`` * value + ``entropy_cost`` * entropy, summed over time
-and batch as in the paper's code (scalable_agent), which its hyper-parameters assume.
+and batch as in the paper's code (scalable_agent), which its hyper-parameters assume
+(``learner.loss_reduction: sum``, the default). ``mean`` averages over the steps instead,
+as PPO's loss does. The choice is not a rescaling of the learning rate: RMSProp and Adam
+divide by the gradient's RMS plus ``eps``, so the reduction sets which gradients ``eps``
+damps. Summed over a 640-step batch, every weight's gradient dwarfs Adam's eps 1e-5 and
+every weight moves by about the learning rate per step; averaged (PPO), the torso's and
+core's small gradients sit below eps and they move far slower than the head (README,
+"IMPALA on Pong").
 The behaviour policy's log-probabilities come from the trajectory's
 ``behaviour_logits``; the learner's values at row ``T`` bootstrap the unroll.
 """
@@ -54,6 +61,7 @@ def impala_loss(out, batch: Batch, cfg, value_transform=None) -> LossOutput:
     """
     T = batch.unroll_length
     mask = batch_mask(batch, T)
+    how = cfg.loss_reduction or "sum"
     logits, values_all = out.logits[:T], out.value
     actions = batch.action[:T]
     task = batch.task_id
@@ -83,11 +91,11 @@ def impala_loss(out, batch: Batch, cfg, value_transform=None) -> LossOutput:
         ratio = (target_logp - behaviour_logp).exp()
         eps = cfg.surrogate_clip
         surrogate = torch.max(-pg_adv * ratio, -pg_adv * ratio.clamp(1.0 - eps, 1.0 + eps))
-        policy_loss = reduce(surrogate, mask, "sum")
+        policy_loss = reduce(surrogate, mask, how)
     else:
-        policy_loss = policy_gradient_term(target_logp, pg_adv, mask, "sum")
-    value_loss = value_term(values, vs, mask, "sum")
-    entropy_loss, mean_entropy = entropy_term(logits, mask, "sum")
+        policy_loss = policy_gradient_term(target_logp, pg_adv, mask, how)
+    value_loss = value_term(values, vs, mask, how)
+    entropy_loss, mean_entropy = entropy_term(logits, mask, how)
     loss = policy_loss + cfg.baseline_cost * value_loss + cfg.entropy_cost * entropy_loss
     rho = log_rhos.exp()
     metrics = {

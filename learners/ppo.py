@@ -52,15 +52,16 @@ def ppo_loss(out, batch: Batch, cfg) -> tuple[torch.Tensor, dict]:
         adv = normalize(adv, mask)
     eps = cfg.clip_eps
     surrogate = torch.max(-adv * ratio, -adv * ratio.clamp(1.0 - eps, 1.0 + eps))
-    policy_loss = reduce(surrogate, mask, "mean")
+    how = cfg.loss_reduction or "mean"
+    policy_loss = reduce(surrogate, mask, how)
 
     values, old_values, returns = out.value[:T], batch.old_values, batch.returns
     value_err = (values - returns) ** 2
     if cfg.clip_value:
         clipped = old_values + (values - old_values).clamp(-eps, eps)
         value_err = torch.max(value_err, (clipped - returns) ** 2)
-    value_loss = reduce(0.5 * value_err, mask, "mean")
-    entropy_loss, mean_entropy = entropy_term(out.logits[:T], mask, "mean")
+    value_loss = reduce(0.5 * value_err, mask, how)
+    entropy_loss, mean_entropy = entropy_term(out.logits[:T], mask, how)
     loss = policy_loss + cfg.baseline_cost * value_loss + cfg.entropy_cost * entropy_loss
     with torch.no_grad():
         metrics = {

@@ -52,6 +52,18 @@ def test_loss_equals_hand_computation():
     torch.testing.assert_close(loss, pg + 0.5 * base + 0.02 * ent)
 
 
+def test_mean_reduction_is_the_sum_over_the_real_steps():
+    """``learner.loss_reduction: mean`` divides every term by the number of real steps."""
+    batch, out = batch_and_output()
+    batch["mask"] = torch.ones(6, 4)
+    batch["mask"][:, 3] = 0.0  # one padding column: 5 x 3 = 15 real steps
+    summed = impala_loss(out, Batch.from_dict(batch), LearnerConfig(reward_clip="none", loss_reduction="sum"))
+    mean = impala_loss(out, Batch.from_dict(batch), LearnerConfig(reward_clip="none", loss_reduction="mean"))
+    torch.testing.assert_close(mean.loss, summed.loss / 15)
+    for k in ("policy_loss", "value_loss"):
+        torch.testing.assert_close(mean.metrics[k], summed.metrics[k] / 15)
+
+
 def test_truncated_step_bootstraps_from_final_value():
     batch, _ = batch_and_output(T=3, B=1)
     batch["terminated"][:] = False
@@ -132,6 +144,7 @@ def test_learner_step_counts_default_by_algorithm(small_cfg):
     assert (impala.learner.epochs, impala.learner.minibatches, impala.learner.normalize_advantages) == (1, 1, False)
     assert (ppo.learner.epochs, ppo.learner.minibatches, ppo.learner.normalize_advantages) == (4, 2, True)
     assert (impala.learner.lock_step, ppo.learner.lock_step) == (False, True)
+    assert (impala.learner.loss_reduction, ppo.learner.loss_reduction) == ("sum", "mean")
     with pytest.raises(ConfigError, match="learner.minibatches=3"):
         small_cfg(**{"learner.minibatches": 3})
     with pytest.raises(ConfigError, match="learner.lock_step must be true"):
