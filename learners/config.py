@@ -85,6 +85,7 @@ class LearnerConfig:
     clip_pg_rho_threshold: float = 1.0  # V-trace rho-bar for the policy gradient
     clip_c_threshold: float = 1.0  # V-trace c-bar
     surrogate_clip: float = 0.0  # IMPALA: 0 = the paper's policy gradient; eps > 0 = PPO's clipped surrogate on pi/mu (RLlib's APPO)
+    fixed_targets: bool = False  # IMPALA: V-trace once per batch from the weights at its start, kept through epochs/minibatches (as PPO's GAE); false = at every step
     # Both losses; their defaults come from the algorithm (learners/algorithms.py)
     lock_step: bool | None = None  # runners wait for each update, so every batch is on-policy; default: PPO yes, IMPALA no
     epochs: int | None = None  # passes over each batch; default: PPO 4, IMPALA 1 (the paper's)

@@ -52,16 +52,13 @@ class LossOutput(NamedTuple):
     value_targets: torch.Tensor  # V-trace vs [T, B] at return scale (PopArt's statistics move toward them)
 
 
-def impala_loss(out, batch: Batch, cfg, value_transform=None) -> LossOutput:
-    """``out``: the agent's output over all ``T + 1`` rows (``logits [T+1, B, A]``,
-    ``value [T+1, B]``); ``batch``: the trajectory as tensors; ``cfg``: the learner config.
-
-    ``value_transform`` (PopArt) maps the head's normalised values to returns and the
-    V-trace targets back; identity when absent.
-    """
+def vtrace_targets(out, batch: Batch, cfg, value_transform=None):
+    """V-trace for ``out`` (the agent over all ``T + 1`` rows) against the batch's behaviour
+    policy: ``(target_logp, behaviour_logp, log_rhos, returns, vs, pg_adv)``, with ``vs`` and
+    ``pg_adv`` in the head's value space (PopArt-normalised when ``value_transform``) and
+    ``pg_adv`` as the loss uses it (divided by the clipped rho when ``surrogate_clip``, whose
+    ratio carries the importance weight instead)."""
     T = batch.unroll_length
-    mask = batch_mask(batch, T)
-    how = cfg.loss_reduction or "sum"
     logits, values_all = out.logits[:T], out.value
     actions = batch.action[:T]
     task = batch.task_id
@@ -77,11 +74,31 @@ def impala_loss(out, batch: Batch, cfg, value_transform=None) -> LossOutput:
         clip_rho_threshold=cfg.clip_rho_threshold, clip_pg_rho_threshold=cfg.clip_pg_rho_threshold,
         clip_c_threshold=cfg.clip_c_threshold, lambda_=cfg.lambda_,
     )
-    pg_adv, vs, values = returns.pg_advantages, returns.vs, values_all[:T]
+    pg_adv, vs = returns.pg_advantages, returns.vs
     if value_transform is not None:
         vs, pg_adv = value_transform.normalize_targets(vs, pg_adv, task)
     if cfg.surrogate_clip:  # the ratio below carries the importance weight: take V-trace's out
         pg_adv = pg_adv / log_rhos.exp().clamp(max=cfg.clip_pg_rho_threshold)
+    return target_logp, behaviour_logp, log_rhos, returns, vs, pg_adv
+
+
+def impala_loss(out, batch: Batch, cfg, value_transform=None) -> LossOutput:
+    """``out``: the agent's output over all ``T + 1`` rows (``logits [T+1, B, A]``,
+    ``value [T+1, B]``); ``batch``: the trajectory as tensors; ``cfg``: the learner config.
+
+    ``value_transform`` (PopArt) maps the head's normalised values to returns and the
+    V-trace targets back; identity when absent. A batch that carries ``advantages`` and
+    ``returns`` (``learner.fixed_targets``: V-trace computed once per batch) uses them
+    instead of V-trace from ``out``'s values.
+    """
+    T = batch.unroll_length
+    mask = batch_mask(batch, T)
+    how = cfg.loss_reduction or "sum"
+    logits, values = out.logits[:T], out.value[:T]
+    target_logp, behaviour_logp, log_rhos, returns, vs, pg_adv = vtrace_targets(out, batch, cfg, value_transform)
+    value_targets = returns.vs
+    if batch.advantages is not None:  # fixed for the whole update (learner.fixed_targets)
+        pg_adv, vs, value_targets = batch.advantages, batch.returns, batch.old_values
     if cfg.normalize_advantages:  # off by default for IMPALA (the paper's loss); as PPO's when on
         pg_adv = normalize(pg_adv, mask)
     if cfg.surrogate_clip:
@@ -106,7 +123,20 @@ def impala_loss(out, batch: Batch, cfg, value_transform=None) -> LossOutput:
         "clip_frac": (((rho > cfg.clip_rho_threshold).float() * mask).sum() / mask.sum()) if cfg.clip_rho_threshold else torch.tensor(0.0),
         "value_mean": (values.detach() * mask).sum() / mask.sum(),
     }
-    return LossOutput(loss, metrics, returns.vs)
+    return LossOutput(loss, metrics, value_targets)
+
+
+@torch.no_grad()
+def with_fixed_targets(learner, batch: Batch, state: tuple) -> Batch:
+    """``learner.fixed_targets``: V-trace from the weights at the start of the update, kept
+    through its epochs and minibatches, as PPO keeps its GAE (``advantages``: the policy
+    gradient's, ``returns``: ``vs`` in the head's value space, ``old_values``: ``vs`` at return
+    scale for PopArt's statistics). Recomputed at every step instead (the default), the
+    values the same steps fit to this batch's returns shrink its advantages to what they
+    failed to fit, which normalisation then scales back up to unit size."""
+    out = learner.forward(batch, state)
+    _, _, _, returns, vs, pg_adv = vtrace_targets(out, batch, learner.lcfg, learner.popart)
+    return batch.replace(advantages=pg_adv, returns=vs, old_values=returns.vs)
 
 
 def impala_update(learner, batch: Batch, state: tuple) -> dict:
@@ -120,6 +150,8 @@ def impala_update(learner, batch: Batch, state: tuple) -> dict:
     (the off-policy correction that lets IMPALA learn from replayed unrolls, Espeholt et al.
     2018, section 5.2.1). Either gives more updates per frame."""
     cfg = learner.lcfg
+    if cfg.fixed_targets:
+        batch = with_fixed_targets(learner, batch, state)
     history = collections.defaultdict(list)
     generator = torch.Generator().manual_seed(learner.cfg.run.seed * 7 + learner.version)
     for _ in range(cfg.epochs):

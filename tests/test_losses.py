@@ -64,6 +64,25 @@ def test_mean_reduction_is_the_sum_over_the_real_steps():
         torch.testing.assert_close(mean.metrics[k], summed.metrics[k] / 15)
 
 
+def test_fixed_targets_are_the_per_step_targets_at_the_first_step():
+    """``learner.fixed_targets``: a batch carrying V-trace from the same weights gives the
+    loss and gradient of recomputing it (what differs is only the later steps of an update)."""
+    from learners.impala import vtrace_targets
+
+    cfg = LearnerConfig(reward_clip="none", normalize_advantages=True, surrogate_clip=0.2, loss_reduction="mean")
+    batch, out = batch_and_output()
+    b = Batch.from_dict(batch)
+    per_step = impala_loss(out, b, cfg)
+    grads = torch.autograd.grad(per_step.loss, [out.logits, out.value])
+    with torch.no_grad():
+        _, _, _, returns, vs, pg_adv = vtrace_targets(out, b, cfg)
+    fixed = impala_loss(out, b.replace(advantages=pg_adv, returns=vs, old_values=returns.vs), cfg)
+    torch.testing.assert_close(fixed.loss, per_step.loss)
+    for g, h in zip(grads, torch.autograd.grad(fixed.loss, [out.logits, out.value])):
+        torch.testing.assert_close(g, h)
+    torch.testing.assert_close(fixed.value_targets, per_step.value_targets)
+
+
 def test_truncated_step_bootstraps_from_final_value():
     batch, _ = batch_and_output(T=3, B=1)
     batch["terminated"][:] = False
@@ -134,6 +153,35 @@ def test_impala_minibatches_are_the_papers_step_on_each_group_of_unrolls(small_c
         manual.step(loss)
     split.update(traj)
     for k, v in split.agent.state_dict().items():
+        torch.testing.assert_close(v, manual.agent.state_dict()[k], msg=k)
+
+
+def test_fixed_targets_keep_the_first_steps_vtrace_through_the_update(small_cfg):
+    """learner.fixed_targets: every step of a 2 x 2 update uses V-trace from the weights
+    the update started with (the same steps taken by hand with those targets)."""
+    from envs.runner import EnvRunner
+    from learners.impala import vtrace_targets
+    from learners.learner import Learner
+
+    over = {"learner.minibatches": 2, "learner.epochs": 2, "learner.unroll_length": 6, "learner.surrogate_clip": 0.2}
+    cfg = small_cfg(**over, **{"learner.fixed_targets": "true"})
+    runner = EnvRunner(cfg.env, cfg.agent, envs_per_runner=4, unroll_length=6)
+    fixed = Learner(cfg, runner.spec())
+    manual = Learner(small_cfg(**over), runner.spec())
+    manual.agent.load_state_dict(fixed.agent.state_dict())
+    traj = runner.rollout(fixed.get_weights(), 0)
+
+    batch, state = manual.to_batch([traj])
+    with torch.no_grad():
+        _, _, _, returns, vs, pg_adv = vtrace_targets(manual.forward(batch, state), batch, manual.lcfg)
+    batch = batch.replace(advantages=pg_adv, returns=vs, old_values=returns.vs)
+    generator = torch.Generator().manual_seed(cfg.run.seed * 7 + 0)
+    for _ in range(2):
+        for idx in torch.randperm(4, generator=generator).chunk(2):
+            mb = batch.map(lambda v, idx=idx: v[:, idx])
+            manual.step(impala_loss(manual.forward(mb, tuple(s[idx] for s in state)), mb, manual.lcfg).loss)
+    fixed.update(traj)
+    for k, v in fixed.agent.state_dict().items():
         torch.testing.assert_close(v, manual.agent.state_dict()[k], msg=k)
 
 
