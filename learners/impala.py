@@ -52,23 +52,27 @@ class LossOutput(NamedTuple):
     value_targets: torch.Tensor  # V-trace vs [T, B] at return scale (PopArt's statistics move toward them)
 
 
-def vtrace_targets(out, batch: Batch, cfg, value_transform=None):
-    """V-trace for ``out`` (the agent over all ``T + 1`` rows) against the batch's behaviour
-    policy: ``(target_logp, behaviour_logp, log_rhos, returns, vs, pg_adv)``, with ``vs`` and
-    ``pg_adv`` in the head's value space (PopArt-normalised when ``value_transform``) and
-    ``pg_adv`` as the loss uses it (divided by the clipped rho when ``surrogate_clip``, whose
-    ratio carries the importance weight instead)."""
+def log_probs(out, batch: Batch):
+    """``(log pi(a|x), log mu(a|x), log rho)`` [T, B] for the batch's actions under ``out``'s
+    policy and the actors' (``log rho`` carries no gradient)."""
     T = batch.unroll_length
-    logits, values_all = out.logits[:T], out.value
     actions = batch.action[:T]
+    target_logp = action_log_probs(out.logits[:T], actions)
+    behaviour_logp = action_log_probs(batch.behaviour_logits[:T], actions)
+    return target_logp, behaviour_logp, target_logp.detach() - behaviour_logp
+
+
+def vtrace_targets(out, batch: Batch, cfg, log_rhos, value_transform=None):
+    """V-trace for ``out``'s values (all ``T + 1`` rows) with importance weights ``log_rhos``:
+    ``(returns, vs, pg_adv)``, with ``vs`` and ``pg_adv`` in the head's value space
+    (PopArt-normalised when ``value_transform``) and ``pg_adv`` as the loss uses it (divided
+    by the clipped rho when ``surrogate_clip``, whose ratio carries the importance weight
+    instead)."""
+    T = batch.unroll_length
     task = batch.task_id
-    values_raw = values_all if value_transform is None else value_transform.denormalize(values_all, task)
+    values_raw = out.value if value_transform is None else value_transform.denormalize(out.value, task)
     final_value = None if value_transform is None else value_transform.denormalize(batch.final_value, task)[:T]
     rewards, discounts = step_targets(batch, cfg.gamma, cfg.reward_clip, final_value)
-
-    target_logp = action_log_probs(logits, actions)
-    behaviour_logp = action_log_probs(batch.behaviour_logits[:T], actions)
-    log_rhos = target_logp.detach() - behaviour_logp
     returns = vtrace(
         log_rhos, discounts, rewards, values_raw[:T].detach(), values_raw[T].detach(),
         clip_rho_threshold=cfg.clip_rho_threshold, clip_pg_rho_threshold=cfg.clip_pg_rho_threshold,
@@ -79,7 +83,7 @@ def vtrace_targets(out, batch: Batch, cfg, value_transform=None):
         vs, pg_adv = value_transform.normalize_targets(vs, pg_adv, task)
     if cfg.surrogate_clip:  # the ratio below carries the importance weight: take V-trace's out
         pg_adv = pg_adv / log_rhos.exp().clamp(max=cfg.clip_pg_rho_threshold)
-    return target_logp, behaviour_logp, log_rhos, returns, vs, pg_adv
+    return returns, vs, pg_adv
 
 
 def impala_loss(out, batch: Batch, cfg, value_transform=None) -> LossOutput:
@@ -95,10 +99,12 @@ def impala_loss(out, batch: Batch, cfg, value_transform=None) -> LossOutput:
     mask = batch_mask(batch, T)
     how = cfg.loss_reduction or "sum"
     logits, values = out.logits[:T], out.value[:T]
-    target_logp, behaviour_logp, log_rhos, returns, vs, pg_adv = vtrace_targets(out, batch, cfg, value_transform)
-    value_targets = returns.vs
+    target_logp, behaviour_logp, log_rhos = log_probs(out, batch)
     if batch.advantages is not None:  # fixed for the whole update (learner.fixed_targets)
         pg_adv, vs, value_targets = batch.advantages, batch.returns, batch.old_values
+    else:
+        returns, vs, pg_adv = vtrace_targets(out, batch, cfg, log_rhos, value_transform)
+        value_targets = returns.vs
     if cfg.normalize_advantages:  # off by default for IMPALA (the paper's loss); as PPO's when on
         pg_adv = normalize(pg_adv, mask)
     if cfg.surrogate_clip:
@@ -135,7 +141,7 @@ def with_fixed_targets(learner, batch: Batch, state: tuple) -> Batch:
     values the same steps fit to this batch's returns shrink its advantages to what they
     failed to fit, which normalisation then scales back up to unit size."""
     out = learner.forward(batch, state)
-    _, _, _, returns, vs, pg_adv = vtrace_targets(out, batch, learner.lcfg, learner.popart)
+    returns, vs, pg_adv = vtrace_targets(out, batch, learner.lcfg, log_probs(out, batch)[2], learner.popart)
     return batch.replace(advantages=pg_adv, returns=vs, old_values=returns.vs)
 
 

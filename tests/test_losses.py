@@ -67,7 +67,7 @@ def test_mean_reduction_is_the_sum_over_the_real_steps():
 def test_fixed_targets_are_the_per_step_targets_at_the_first_step():
     """``learner.fixed_targets``: a batch carrying V-trace from the same weights gives the
     loss and gradient of recomputing it (what differs is only the later steps of an update)."""
-    from learners.impala import vtrace_targets
+    from learners.impala import log_probs, vtrace_targets
 
     cfg = LearnerConfig(reward_clip="none", normalize_advantages=True, surrogate_clip=0.2, loss_reduction="mean")
     batch, out = batch_and_output()
@@ -75,7 +75,7 @@ def test_fixed_targets_are_the_per_step_targets_at_the_first_step():
     per_step = impala_loss(out, b, cfg)
     grads = torch.autograd.grad(per_step.loss, [out.logits, out.value])
     with torch.no_grad():
-        _, _, _, returns, vs, pg_adv = vtrace_targets(out, b, cfg)
+        returns, vs, pg_adv = vtrace_targets(out, b, cfg, log_probs(out, b)[2])
     fixed = impala_loss(out, b.replace(advantages=pg_adv, returns=vs, old_values=returns.vs), cfg)
     torch.testing.assert_close(fixed.loss, per_step.loss)
     for g, h in zip(grads, torch.autograd.grad(fixed.loss, [out.logits, out.value])):
@@ -160,7 +160,7 @@ def test_fixed_targets_keep_the_first_steps_vtrace_through_the_update(small_cfg)
     """learner.fixed_targets: every step of a 2 x 2 update uses V-trace from the weights
     the update started with (the same steps taken by hand with those targets)."""
     from envs.runner import EnvRunner
-    from learners.impala import vtrace_targets
+    from learners.impala import log_probs, vtrace_targets
     from learners.learner import Learner
 
     over = {"learner.minibatches": 2, "learner.epochs": 2, "learner.unroll_length": 6, "learner.surrogate_clip": 0.2}
@@ -173,7 +173,8 @@ def test_fixed_targets_keep_the_first_steps_vtrace_through_the_update(small_cfg)
 
     batch, state = manual.to_batch([traj])
     with torch.no_grad():
-        _, _, _, returns, vs, pg_adv = vtrace_targets(manual.forward(batch, state), batch, manual.lcfg)
+        out = manual.forward(batch, state)
+        returns, vs, pg_adv = vtrace_targets(out, batch, manual.lcfg, log_probs(out, batch)[2])
     batch = batch.replace(advantages=pg_adv, returns=vs, old_values=returns.vs)
     generator = torch.Generator().manual_seed(cfg.run.seed * 7 + 0)
     for _ in range(2):
