@@ -35,7 +35,21 @@ class Algorithm:
 LEARNERS: Registry[Algorithm] = Registry("learner")
 
 
+def _recurrence_check(L) -> str | None:
+    if L.recurrence < 0 or L.recurrence > L.unroll_length or (L.recurrence and L.unroll_length % L.recurrence):
+        return (f"learner.recurrence={L.recurrence} must be 0 (whole unrolls) or divide "
+                f"learner.unroll_length={L.unroll_length}")
+    return None
+
+
 def _impala_check(cfg) -> str | None:
+    L = cfg.learner
+    for key, on in (("recurrence", L.recurrence), ("clip_value", L.clip_value)):
+        if on and not L.fixed_targets:
+            return (f"learner.{key} needs targets fixed for the whole update: set learner.fixed_targets=true "
+                    f"(or learner.{key}={'0' if key == 'recurrence' else 'false'})")
+    if (problem := _recurrence_check(L)) is not None:
+        return problem
     if cfg.learner.batch_size < cfg.runtime.envs_per_runner or cfg.learner.batch_size % cfg.runtime.envs_per_runner:
         return (f"IMPALA batches whole runner trajectories: learner.batch_size={cfg.learner.batch_size} must be "
                 f"a multiple of runtime.envs_per_runner={cfg.runtime.envs_per_runner}")
@@ -54,9 +68,8 @@ def _ppo_check(cfg) -> str | None:
     if not L.lock_step:
         return "PPO learns from on-policy batches: learner.lock_step must be true (or left out)"
     n_envs = max(cfg.runtime.num_runners, 1) * cfg.runtime.envs_per_runner
-    if L.recurrence < 0 or L.recurrence > L.unroll_length or (L.recurrence and L.unroll_length % L.recurrence):
-        return (f"learner.recurrence={L.recurrence} must be 0 (whole unrolls) or divide "
-                f"learner.unroll_length={L.unroll_length}")
+    if (problem := _recurrence_check(L)) is not None:
+        return problem
     chunks = L.unroll_length // L.recurrence if L.recurrence else 1
     sequences = n_envs * chunks
     if sequences % L.minibatches:
@@ -71,11 +84,13 @@ def _ppo_check(cfg) -> str | None:
 LEARNERS.register("impala")(Algorithm(
     impala_update, check=_impala_check,
     # The paper's: one step per batch on the loss summed over its steps (scalable_agent).
-    defaults=dict(lock_step=False, epochs=1, minibatches=1, normalize_advantages=False, loss_reduction="sum"),
+    defaults=dict(lock_step=False, epochs=1, minibatches=1, normalize_advantages=False, loss_reduction="sum",
+                  clip_value=False),
     unrolls_per_update=lambda cfg: cfg.learner.batch_size // cfg.runtime.envs_per_runner,
 ))
 LEARNERS.register("ppo")(Algorithm(
     ppo_update, check=_ppo_check,
-    defaults=dict(lock_step=True, epochs=4, minibatches=4, normalize_advantages=True, loss_reduction="mean"),
+    defaults=dict(lock_step=True, epochs=4, minibatches=4, normalize_advantages=True, loss_reduction="mean",
+                  clip_value=True),
     unrolls_per_update=lambda cfg: max(cfg.runtime.num_runners, 1),
 ))

@@ -3,10 +3,11 @@ container on the learner's side).
 
 Every step field is time-major ``[T + 1, B]`` (``behaviour_logits`` ``[T + 1, B, A]``, each
 observation ``[T + 1, B, ...]``) on the learner's device, as ``envs/trajectory.py`` describes
-them; ``mask`` (1 = real step) exists when columns are padding. PPO adds its targets,
-``advantages``, ``returns`` and ``old_values`` (``[T, B]``), before its epochs
-(``learners/ppo.py``). The losses read attributes, never strings; ``map`` applies one
-function to every tensor (cutting chunks, picking minibatch columns, moving devices).
+them; ``mask`` (1 = real step) exists when columns are padding. PPO (and IMPALA with
+``learner.fixed_targets``) adds its targets, ``advantages``, ``returns`` and ``old_values``
+(``[T, B]``), before its epochs (``learners/ppo.py``, ``learners/impala.py``). The losses
+read attributes, never strings; ``map`` applies one function to every tensor (cutting
+chunks, picking minibatch columns, moving devices).
 """
 
 from __future__ import annotations
@@ -37,15 +38,23 @@ class Batch:
     truncated: Tensor
     final_value: Tensor
     mask: Tensor | None = None  # [T + 1, B]: 1 on real steps, 0 on padding columns
-    advantages: Tensor | None = None  # PPO: GAE advantages [T, B]
-    returns: Tensor | None = None  # PPO: value targets [T, B]
-    old_values: Tensor | None = None  # PPO: the behaviour values [T, B], for the value clip
+    # Targets fixed for an update's epochs (PPO's GAE; IMPALA's V-trace with learner.fixed_targets), [T, B]:
+    advantages: Tensor | None = None  # the policy gradient's advantages
+    returns: Tensor | None = None  # the value targets, in the head's value space
+    old_values: Tensor | None = None  # the values at the update's start (the value clip's centre)
+    value_targets: Tensor | None = None  # IMPALA: V-trace's vs at return scale (PopArt's statistics)
     chunk_states: tuple[Tensor, ...] | None = None  # the runner's core states before rows 0, k, 2k, ... [T / k, B, ...]
 
     @property
     def unroll_length(self) -> int:
         """T: the steps that carry a learning target (the trajectory has one row more)."""
         return self.reset.shape[0] - 1
+
+    @property
+    def steps(self) -> int:
+        """The rows a loss reads: ``T``, or ``k`` once the batch is cut into chunks of ``k``
+        (targets fixed, the trajectory fields may carry one row more than the targets)."""
+        return self.unroll_length if self.advantages is None else self.advantages.shape[0]
 
     def inputs(self) -> dict[str, Tensor]:
         """What the agent reads: the observations and the step inputs, ``[T', B, ...]``."""
@@ -80,3 +89,23 @@ def minibatches(batch: Batch, state: tuple, n: int, generator: torch.Generator |
     for idx in order.chunk(n):
         idx = idx.to(batch.reset.device)
         yield batch.map(lambda v, idx=idx: v[:, idx]), tuple(s[idx] for s in state)
+
+
+@torch.no_grad()
+def chunk_sequences(learner, batch: Batch, state: tuple, k: int) -> tuple[Batch, tuple]:
+    """Cut ``[T (+1), B]`` sequences into ``T / k`` chunks of ``k`` rows each -> ``[k, (T / k) B]``
+    (chunk-major: column ``c B + b`` is chunk ``c`` of env ``b``), with the core state before
+    each chunk: the runners' own (``batch.chunk_states``, recorded while acting) when they
+    carry them, else from one pass of the current agent over the batch (the same states for
+    a lock-step batch, up to float rounding)."""
+    T = batch.steps
+    starts = range(0, T, k)
+    chunks = batch.map(lambda v: torch.cat([v[c : c + k] for c in starts], dim=1))
+    stored = batch.chunk_states
+    if stored is not None and stored[0].shape[0] == len(starts):
+        return chunks, tuple(s.reshape(-1, *s.shape[2:]) for s in stored)  # [C, B, ...] -> [C B, ...], chunk-major
+    states = []
+    for c in starts:
+        states.append(state)
+        _, state = learner.agent(batch.map(lambda v, c=c: v[c : c + k]).inputs(), state)
+    return chunks, tuple(torch.cat([s[i] for s in states], dim=0) for i in range(len(state)))

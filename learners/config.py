@@ -92,10 +92,10 @@ class LearnerConfig:
     minibatches: int | None = None  # steps per pass, each on a random group of whole sequences; default: PPO 4, IMPALA 1
     normalize_advantages: bool | None = None  # advantages / their std per (mini)batch; default: on for PPO, off for IMPALA
     loss_reduction: Literal["sum", "mean"] | None = None  # loss over the (mini)batch's steps: sum (IMPALA's paper) or mean (PPO); sets what optimizer.eps and max_grad_norm mean
+    recurrence: int = 0  # cut each unroll into sequences of this many steps for the minibatches (0 = whole unrolls; IMPALA: with fixed_targets)
+    clip_eps: float = 0.1  # PPO's ratio clip; the value clip's half-width when clip_value
+    clip_value: bool | None = None  # clip the value update around the update's starting values; default: PPO yes, IMPALA no (IMPALA: with fixed_targets)
     # PPO only
-    recurrence: int = 0  # PPO: cut each unroll into sequences of this many steps for the minibatches (0 = whole unrolls)
-    clip_eps: float = 0.1  # ratio clip (also the value clip when clip_value)
-    clip_value: bool = True  # clip the value update around the old value
     target_kl: float = 0.0  # stop the epochs early when approx KL exceeds this (0 = off)
     # Both losses
     popart: bool = False  # per-task PopArt value normalisation (Hessel et al. 2019)

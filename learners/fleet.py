@@ -222,8 +222,8 @@ class Fleet:
             envs_per_runner=cfg.runtime.envs_per_runner, unroll_length=cfg.learner.unroll_length,
             seed=cfg.run.seed + 7919 * self.replaced, runners_per_task=cfg.runtime.runners_per_task,
             torch_threads=cfg.runtime.torch_threads,
-            # PPO's chunked minibatches start from the core states the runner had there.
-            state_every=cfg.learner.recurrence if cfg.learner.name == "ppo" else 0,
+            # Chunked minibatches (learner.recurrence) start from the core states the runner had there.
+            state_every=cfg.learner.recurrence,
         )
         if cfg.runtime.num_runners == 0:
             return Local(EnvRunner(**kwargs))

@@ -10,6 +10,10 @@
 ``learner.surrogate_clip: eps`` (off by default, not in the paper) replaces the policy term
 by PPO's clipped surrogate on the ratio to the behaviour policy, so that
 ``learner.epochs``/``minibatches`` can take many steps per batch (README, "IMPALA on Pong").
+With ``learner.fixed_targets`` (V-trace once per batch, as PPO's GAE), ``learner.clip_value``
+clips the value update around the values at the update's start (PPO2's value clip, half-width
+``learner.clip_eps``) and ``learner.recurrence`` cuts the unrolls into chunks for the
+minibatches, as PPO's; all three are off by default.
 
 Total = policy + ``baseline_cost`` * value + ``entropy_cost`` * entropy, summed over time
 and batch as in the paper's code (scalable_agent), which its hyper-parameters assume
@@ -32,7 +36,7 @@ from typing import NamedTuple
 import numpy as np
 import torch
 
-from learners.batch import Batch, minibatches
+from learners.batch import Batch, chunk_sequences, minibatches
 from learners.returns import vtrace
 from learners.terms import (
     action_log_probs,
@@ -55,7 +59,7 @@ class LossOutput(NamedTuple):
 def log_probs(out, batch: Batch):
     """``(log pi(a|x), log mu(a|x), log rho)`` [T, B] for the batch's actions under ``out``'s
     policy and the actors' (``log rho`` carries no gradient)."""
-    T = batch.unroll_length
+    T = batch.steps
     actions = batch.action[:T]
     target_logp = action_log_probs(out.logits[:T], actions)
     behaviour_logp = action_log_probs(batch.behaviour_logits[:T], actions)
@@ -95,13 +99,13 @@ def impala_loss(out, batch: Batch, cfg, value_transform=None) -> LossOutput:
     ``returns`` (``learner.fixed_targets``: V-trace computed once per batch) uses them
     instead of V-trace from ``out``'s values.
     """
-    T = batch.unroll_length
+    T = batch.steps
     mask = batch_mask(batch, T)
     how = cfg.loss_reduction or "sum"
     logits, values = out.logits[:T], out.value[:T]
     target_logp, behaviour_logp, log_rhos = log_probs(out, batch)
     if batch.advantages is not None:  # fixed for the whole update (learner.fixed_targets)
-        pg_adv, vs, value_targets = batch.advantages, batch.returns, batch.old_values
+        pg_adv, vs, value_targets = batch.advantages, batch.returns, batch.value_targets
     else:
         returns, vs, pg_adv = vtrace_targets(out, batch, cfg, log_rhos, value_transform)
         value_targets = returns.vs
@@ -117,7 +121,8 @@ def impala_loss(out, batch: Batch, cfg, value_transform=None) -> LossOutput:
         policy_loss = reduce(surrogate, mask, how)
     else:
         policy_loss = policy_gradient_term(target_logp, pg_adv, mask, how)
-    value_loss = value_term(values, vs, mask, how)
+    # learner.clip_value (fixed targets only): PPO2's clip around the update's starting values.
+    value_loss = value_term(values, vs, mask, how, batch.old_values, cfg.clip_eps if cfg.clip_value else 0.0)
     entropy_loss, mean_entropy = entropy_term(logits, mask, how)
     loss = policy_loss + cfg.baseline_cost * value_loss + cfg.entropy_cost * entropy_loss
     rho = log_rhos.exp()
@@ -136,13 +141,15 @@ def impala_loss(out, batch: Batch, cfg, value_transform=None) -> LossOutput:
 def with_fixed_targets(learner, batch: Batch, state: tuple) -> Batch:
     """``learner.fixed_targets``: V-trace from the weights at the start of the update, kept
     through its epochs and minibatches, as PPO keeps its GAE (``advantages``: the policy
-    gradient's, ``returns``: ``vs`` in the head's value space, ``old_values``: ``vs`` at return
-    scale for PopArt's statistics). Recomputed at every step instead (the default), the
+    gradient's, ``returns``: ``vs`` in the head's value space, ``old_values``: the values
+    themselves, for ``learner.clip_value``, ``value_targets``: ``vs`` at return scale for
+    PopArt's statistics). Recomputed at every step instead (the default), the
     values the same steps fit to this batch's returns shrink its advantages to what they
     failed to fit, which normalisation then scales back up to unit size."""
     out = learner.forward(batch, state)
     returns, vs, pg_adv = vtrace_targets(out, batch, learner.lcfg, log_probs(out, batch)[2], learner.popart)
-    return batch.replace(advantages=pg_adv, returns=vs, old_values=returns.vs)
+    T = batch.unroll_length
+    return batch.replace(advantages=pg_adv, returns=vs, old_values=out.value[:T], value_targets=returns.vs)
 
 
 def impala_update(learner, batch: Batch, state: tuple) -> dict:
@@ -154,10 +161,14 @@ def impala_update(learner, batch: Batch, state: tuple) -> dict:
     (``num_minibatches``); ``epochs: k`` passes over the batch ``k`` times, each step
     recomputing V-trace with the current weights against the actors' behaviour policy
     (the off-policy correction that lets IMPALA learn from replayed unrolls, Espeholt et al.
-    2018, section 5.2.1). Either gives more updates per frame."""
+    2018, section 5.2.1). Either gives more updates per frame. With fixed targets,
+    ``learner.recurrence: k`` cuts the unrolls into chunks of ``k`` steps for the minibatches,
+    as PPO does (``learners/ppo.py``)."""
     cfg = learner.lcfg
     if cfg.fixed_targets:
         batch = with_fixed_targets(learner, batch, state)
+        if cfg.recurrence and cfg.recurrence < batch.steps:
+            batch, state = chunk_sequences(learner, batch, state, cfg.recurrence)
     history = collections.defaultdict(list)
     generator = torch.Generator().manual_seed(learner.cfg.run.seed * 7 + learner.version)
     for _ in range(cfg.epochs):

@@ -31,16 +31,16 @@ import collections
 import numpy as np
 import torch
 
-from learners.batch import Batch, minibatches
+from learners.batch import Batch, chunk_sequences, minibatches
 from learners.returns import gae
-from learners.terms import action_log_probs, batch_mask, entropy_term, normalize, reduce, step_targets
+from learners.terms import action_log_probs, batch_mask, entropy_term, normalize, reduce, step_targets, value_term
 
 
 def ppo_loss(out, batch: Batch, cfg) -> tuple[torch.Tensor, dict]:
     """``out`` over at least ``T`` rows (``T + 1`` for whole unrolls, ``k`` for chunks);
     ``batch`` carries ``advantages`` and ``returns`` [T, B]
     (targets in the head's value space) besides the trajectory fields."""
-    T = batch.advantages.shape[0]  # the trajectory fields may carry one row more (T + 1)
+    T = batch.steps
     mask = batch_mask(batch, T)
     actions = batch.action[:T]
     logp = action_log_probs(out.logits[:T], actions)
@@ -55,12 +55,9 @@ def ppo_loss(out, batch: Batch, cfg) -> tuple[torch.Tensor, dict]:
     how = cfg.loss_reduction or "mean"
     policy_loss = reduce(surrogate, mask, how)
 
-    values, old_values, returns = out.value[:T], batch.old_values, batch.returns
-    value_err = (values - returns) ** 2
-    if cfg.clip_value:
-        clipped = old_values + (values - old_values).clamp(-eps, eps)
-        value_err = torch.max(value_err, (clipped - returns) ** 2)
-    value_loss = reduce(0.5 * value_err, mask, how)
+    values = out.value[:T]
+    value_loss = value_term(values, batch.returns, mask, how, batch.old_values,
+                            eps if cfg.clip_value is not False else 0.0)  # PPO's default: on
     entropy_loss, mean_entropy = entropy_term(out.logits[:T], mask, how)
     loss = policy_loss + cfg.baseline_cost * value_loss + cfg.entropy_cost * entropy_loss
     with torch.no_grad():
@@ -89,26 +86,6 @@ def add_advantages(batch: Batch, cfg, value_transform=None) -> Batch:
     if value_transform is not None:
         returns, adv = value_transform.normalize_targets(returns, adv, batch.task_id)
     return batch.replace(advantages=adv, returns=returns, old_values=batch.behaviour_value[:T])
-
-
-@torch.no_grad()
-def chunk_sequences(learner, batch: Batch, state: tuple, k: int) -> tuple[Batch, tuple]:
-    """Cut ``[T (+1), B]`` sequences into ``T / k`` chunks of ``k`` rows each -> ``[k, (T / k) B]``
-    (chunk-major: column ``c B + b`` is chunk ``c`` of env ``b``), with the core state before
-    each chunk: the runners' own (``batch.chunk_states``, recorded while acting) when they
-    carry them, else from one pass of the current agent over the batch (the same states for
-    a lock-step batch, up to float rounding)."""
-    T = batch.advantages.shape[0]
-    starts = range(0, T, k)
-    chunks = batch.map(lambda v: torch.cat([v[c : c + k] for c in starts], dim=1))
-    stored = batch.chunk_states
-    if stored is not None and stored[0].shape[0] == len(starts):
-        return chunks, tuple(s.reshape(-1, *s.shape[2:]) for s in stored)  # [C, B, ...] -> [C B, ...], chunk-major
-    states = []
-    for c in starts:
-        states.append(state)
-        _, state = learner.agent(batch.map(lambda v, c=c: v[c : c + k]).inputs(), state)
-    return chunks, tuple(torch.cat([s[i] for s in states], dim=0) for i in range(len(state)))
 
 
 def ppo_update(learner, batch: Batch, state: tuple) -> dict:

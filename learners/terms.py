@@ -68,9 +68,17 @@ def policy_gradient_term(log_probs: torch.Tensor, advantages: torch.Tensor, mask
     return reduce(-log_probs * advantages.detach(), mask, how)
 
 
-def value_term(values: torch.Tensor, targets: torch.Tensor, mask: torch.Tensor, how: str) -> torch.Tensor:
-    """``0.5 * E[(target - V)^2]``, targets treated as constants."""
-    return reduce(0.5 * (targets.detach() - values) ** 2, mask, how)
+def value_term(values: torch.Tensor, targets: torch.Tensor, mask: torch.Tensor, how: str,
+               old_values: torch.Tensor | None = None, clip: float = 0.0) -> torch.Tensor:
+    """``0.5 * E[(target - V)^2]``, targets treated as constants; with ``old_values`` and
+    ``clip > 0``, PPO2's clipped form (baselines' and Kostrikov's code; not in the PPO
+    paper's eq. 9): ``0.5 * E[max((V - R)^2, (V_old + clip(V - V_old, -clip, clip) - R)^2)]``."""
+    targets = targets.detach()
+    err = (values - targets) ** 2
+    if old_values is not None and clip:
+        clipped = old_values + (values - old_values).clamp(-clip, clip)
+        err = torch.max(err, (clipped - targets) ** 2)
+    return reduce(0.5 * err, mask, how)
 
 
 def entropy_term(logits: torch.Tensor, mask: torch.Tensor, how: str) -> tuple[torch.Tensor, torch.Tensor]:

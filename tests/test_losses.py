@@ -76,7 +76,7 @@ def test_fixed_targets_are_the_per_step_targets_at_the_first_step():
     grads = torch.autograd.grad(per_step.loss, [out.logits, out.value])
     with torch.no_grad():
         returns, vs, pg_adv = vtrace_targets(out, b, cfg, log_probs(out, b)[2])
-    fixed = impala_loss(out, b.replace(advantages=pg_adv, returns=vs, old_values=returns.vs), cfg)
+    fixed = impala_loss(out, b.replace(advantages=pg_adv, returns=vs, value_targets=returns.vs), cfg)
     torch.testing.assert_close(fixed.loss, per_step.loss)
     for g, h in zip(grads, torch.autograd.grad(fixed.loss, [out.logits, out.value])):
         torch.testing.assert_close(g, h)
@@ -175,7 +175,7 @@ def test_fixed_targets_keep_the_first_steps_vtrace_through_the_update(small_cfg)
     with torch.no_grad():
         out = manual.forward(batch, state)
         returns, vs, pg_adv = vtrace_targets(out, batch, manual.lcfg, log_probs(out, batch)[2])
-    batch = batch.replace(advantages=pg_adv, returns=vs, old_values=returns.vs)
+    batch = batch.replace(advantages=pg_adv, returns=vs, old_values=out.value[:6], value_targets=returns.vs)
     generator = torch.Generator().manual_seed(cfg.run.seed * 7 + 0)
     for _ in range(2):
         for idx in torch.randperm(4, generator=generator).chunk(2):
@@ -250,3 +250,59 @@ def test_surrogate_clip_is_the_papers_gradient_on_policy_and_clips_off_policy():
     per_step = grad[:T].abs().sum(-1)
     assert (adv > 0).any() and (adv < 0).any()
     assert torch.all(per_step[adv > 0] == 0) and torch.all(per_step[adv < 0] > 0)
+
+
+@pytest.mark.parametrize("core", ["lstm", "feedforward"])
+def test_fixed_target_options_equal_the_whole_unroll_update_at_one_step(small_cfg, core):
+    """learner.recurrence and learner.clip_value with fixed targets, at an update's first
+    step: the batch cut into chunks (each restarted from the runner's core state there) with
+    the value clip on has the loss of whole unrolls without them (the clip is centred on the
+    values themselves, a mean over chunks is the mean over the batch). For a memoryless core
+    the step is the same too; a recurrent core's gradient stops at the chunk starts."""
+    from envs.runner import EnvRunner
+    from learners.learner import Learner
+
+    over = {"learner.unroll_length": 8, "learner.fixed_targets": "true", "learner.loss_reduction": "mean",
+            "learner.normalize_advantages": "true", "learner.surrogate_clip": 0.2, "agent.core": core}
+    if core == "feedforward":
+        over["agent.core_options"] = "{}"
+    chunked_cfg = small_cfg(**over, **{"learner.recurrence": 4, "learner.clip_value": "true"})
+    runner = EnvRunner(chunked_cfg.env, chunked_cfg.agent, envs_per_runner=4, unroll_length=8, state_every=4)
+    chunked = Learner(chunked_cfg, runner.spec())
+    whole = Learner(small_cfg(**over), runner.spec())
+    whole.agent.load_state_dict(chunked.agent.state_dict())
+    traj = runner.rollout(chunked.get_weights(), 0)
+    assert traj.chunk_states is not None
+    m_chunked, m_whole = chunked.update(traj), whole.update(traj)
+    for k in ("policy_loss", "value_loss", "entropy"):
+        assert m_chunked[k] == pytest.approx(m_whole[k], rel=1e-5, abs=1e-7), k
+    if core == "feedforward":
+        for k, v in chunked.agent.state_dict().items():
+            torch.testing.assert_close(v, whole.agent.state_dict()[k], rtol=1e-4, atol=1e-6, msg=k)
+
+
+def test_impala_value_clip_around_the_updates_starting_values():
+    """clip_value: the value term is PPO2's clipped form around ``old_values`` (written out)."""
+    batch, out = batch_and_output()
+    b = Batch.from_dict(batch)
+    T = b.unroll_length
+    returns = torch.randn(T, b.reset.shape[1])
+    old = out.value.detach()[:T] - 1.0  # the values have moved by 1 since the update's start
+    cfg = LearnerConfig(reward_clip="none", clip_value=True, clip_eps=0.2, loss_reduction="mean")
+    fixed = b.replace(advantages=torch.zeros_like(returns), returns=returns, old_values=old, value_targets=returns)
+    got = impala_loss(out, fixed, cfg).metrics["value_loss"]
+    v = out.value.detach()[:T]
+    expected = 0.5 * torch.max((v - returns) ** 2, (old + 0.2 - returns) ** 2).mean()
+    torch.testing.assert_close(got, expected)
+    plain = impala_loss(out, fixed, LearnerConfig(reward_clip="none", loss_reduction="mean")).metrics["value_loss"]
+    torch.testing.assert_close(plain, 0.5 * ((v - returns) ** 2).mean())
+
+
+def test_impala_chunk_and_clip_options_need_fixed_targets(small_cfg):
+    from learners.config import ConfigError
+
+    for key, value in (("learner.recurrence", 4), ("learner.clip_value", "true")):
+        with pytest.raises(ConfigError, match=f"{key} needs targets fixed"):
+            small_cfg(**{"learner.unroll_length": 8, key: value})
+    with pytest.raises(ConfigError, match="learner.recurrence=3 must be 0"):
+        small_cfg(**{"learner.unroll_length": 8, "learner.fixed_targets": "true", "learner.recurrence": 3})
