@@ -24,7 +24,6 @@ STEP_KEYS = ("last_action", "last_reward", "reset", "task_id")
 class AgentOutput(NamedTuple):
     logits: torch.Tensor  # [T, B, A]
     value: torch.Tensor  # [T, B]
-    core_output: torch.Tensor  # [T, B, H]
 
 
 class TaskValueOutput(nn.Module):
@@ -77,7 +76,7 @@ class Agent(nn.Module):
         if self.value_output is not None:
             # The critic is trained only; it may read the task ID even when the policy does not.
             value = self.value_output(value, inputs.get("task_id"))
-        return AgentOutput(logits, value, h), state
+        return AgentOutput(logits, value), state
 
     def diagnostics(self) -> dict[str, torch.Tensor]:
         fn = getattr(self.core, "diagnostics", None)

@@ -8,8 +8,7 @@ reference "low" policy (uniform random) and 100 the reference "high" one:
 For Atari-57 and DMLab-30 the reference is a human tester, and the score is called
 *human-normalised* (Mnih et al. 2015; Wang et al. 2016; IMPALA, Espeholt et al. 2018).
 DMLab-30 results are usually summarised with the *capped* mean: ``min(score, 100)`` per
-level, then the mean over levels (``capped`` here; the aggregate lives in
-``envs/statistics.py``).
+level, then the mean over levels (``capped_mean`` in ``envs/statistics.py``).
 
 Tables (``envs/data/``, sources in ``envs/data/README.md``), loaded as package data:
 - ``ATARI57``: game -> (random, human), ALE game names ("Pong", "MontezumaRevenge"),

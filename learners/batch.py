@@ -19,8 +19,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-# The agent's inputs besides the observations (agents/agent.py: STEP_KEYS).
-AGENT_STEP_KEYS = ("last_action", "last_reward", "reset", "task_id")
+from agents.agent import STEP_KEYS
 
 
 @dataclass
@@ -58,7 +57,7 @@ class Batch:
 
     def inputs(self) -> dict[str, Tensor]:
         """What the agent reads: the observations and the step inputs, ``[T', B, ...]``."""
-        return {**self.obs, **{k: getattr(self, k) for k in AGENT_STEP_KEYS}}
+        return {**self.obs, **{k: getattr(self, k) for k in STEP_KEYS}}
 
     def map(self, fn: Callable[[Tensor], Tensor]) -> Batch:
         """A new batch with ``fn`` applied to every tensor (absent optional fields stay absent)."""

@@ -8,7 +8,7 @@
 - Ray start-up (``start_ray``: a local instance, or a cluster that must answer and be big
   enough) and the GPU decision (``learner_wants_gpu``), used by ``mira train`` and ``mira compare``.
 
-The loop itself (IMPALA's unroll queue, PPO's lock-step rounds, checkpoints) is in
+The loop itself (the unroll queue with IMPALA's or the lock-step policy, checkpoints) is in
 ``learners/trainer.py``.
 """
 

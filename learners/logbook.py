@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import collections
 import sys
-import time
 
 import numpy as np
 
@@ -16,7 +15,6 @@ class EpisodeStats:
 
     def __init__(self, tasks: list[str], window: int = 100):
         self.tasks = tasks
-        self.window = window
         self.returns = collections.deque(maxlen=window)
         self.per_task = {t: collections.deque(maxlen=window) for t in range(len(tasks))}
         self.count = 0
@@ -64,7 +62,6 @@ class Logbook:
         self.tasks = tasks
         self.total_frames = total_frames
         self.quiet = quiet
-        self.last_print = 0.0
 
     def scalars(self, values: dict[str, float], frames: int, prefix: str = "") -> None:
         for k, v in values.items():
@@ -99,7 +96,6 @@ class Logbook:
         line = (f"[mira] frames {frames:>10,d} ({pct:5.1f}%)  fps {fps:7.0f}  "
                 f"return(last100) {'   n/a' if ret is None else f'{ret:7.3f}'}  episodes {stats.count}")
         print(line + (f"  {extra}" if extra else ""), file=sys.stderr, flush=True)
-        self.last_print = time.time()
 
     def close(self) -> None:
         self.writer.flush()

@@ -30,7 +30,7 @@ from typing import NamedTuple
 import torch
 from torch import Tensor
 
-__all__ = ["VTraceReturns", "GAEReturns", "vtrace", "gae", "discounted_returns"]
+__all__ = ["VTraceReturns", "GAEReturns", "vtrace", "gae"]
 
 
 class VTraceReturns(NamedTuple):
@@ -160,24 +160,3 @@ def gae(
         advantages.append(acc)
     adv = torch.stack(advantages[::-1], dim=0)
     return GAEReturns(advantages=adv, returns=adv + values)
-
-
-@torch.no_grad()
-def discounted_returns(rewards: Tensor, discounts: Tensor, bootstrap_value: Tensor) -> Tensor:
-    """n-step discounted return bootstrapped at the end: G_t = r_t + discounts_t G_{t+1}.
-
-    Args:
-        rewards: [T, B] r_t.
-        discounts: [T, B] gamma * (1 - terminated_t).
-        bootstrap_value: [B] G_T = V(x_T).
-
-    Returns:
-        [T, B] returns G_t, detached.
-    """
-    _check_shapes(dict(rewards=rewards, discounts=discounts), bootstrap_value)
-    acc = bootstrap_value
-    out = []
-    for t in reversed(range(rewards.shape[0])):
-        acc = rewards[t] + discounts[t] * acc
-        out.append(acc)
-    return torch.stack(out[::-1], dim=0)

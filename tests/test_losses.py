@@ -17,7 +17,7 @@ def batch_and_output(T=5, B=4, A=3, seed=0):
     batch = random_batch(T, B, A, g)
     logits = torch.randn(T + 1, B, A, generator=g, requires_grad=True)
     value = torch.randn(T + 1, B, generator=g, requires_grad=True)
-    return batch, AgentOutput(logits, value, value.unsqueeze(-1))
+    return batch, AgentOutput(logits, value)
 
 
 def test_padding_columns_change_nothing():
@@ -229,7 +229,7 @@ def test_surrogate_clip_is_the_papers_gradient_on_policy_and_clips_off_policy():
     grads = []
     for clip in (0.0, 0.2):
         logits = out.logits.detach().clone().requires_grad_(True)
-        loss = impala_loss(AgentOutput(logits, out.value, out.core_output), Batch.from_dict(batch),
+        loss = impala_loss(AgentOutput(logits, out.value), Batch.from_dict(batch),
                            LearnerConfig(reward_clip="none", surrogate_clip=clip, entropy_cost=0.0, baseline_cost=0.0)).loss
         grads.append(torch.autograd.grad(loss, logits)[0])
     torch.testing.assert_close(grads[0], grads[1])
@@ -239,7 +239,7 @@ def test_surrogate_clip_is_the_papers_gradient_on_policy_and_clips_off_policy():
     logits = out.logits.detach().clone().requires_grad_(True)
     cfg = LearnerConfig(reward_clip="none", surrogate_clip=0.2, entropy_cost=0.0, baseline_cost=0.0, clip_rho_threshold=None,
                         clip_pg_rho_threshold=1.0)
-    loss = impala_loss(AgentOutput(logits, out.value, out.core_output), Batch.from_dict(far), cfg).loss
+    loss = impala_loss(AgentOutput(logits, out.value), Batch.from_dict(far), cfg).loss
     grad = torch.autograd.grad(loss, logits)[0]
     T = batch["action"].shape[0] - 1
     b = Batch.from_dict(far)

@@ -97,7 +97,7 @@ def test_impala_loss_runs_vtrace_on_returns_and_regresses_normalised_targets():
     popart = popart_with_stats()
     cfg = LearnerConfig(reward_clip="none", entropy_cost=0.0)
     logits, n = torch.randn(T + 1, B, A, generator=g), torch.randn(T + 1, B, generator=g)
-    _, m, targets = impala_loss(AgentOutput(logits, n, n), Batch.from_dict(batch), cfg, popart)
+    _, m, targets = impala_loss(AgentOutput(logits, n), Batch.from_dict(batch), cfg, popart)
 
     sigma, mu = popart.sigma[batch["task_id"]], popart.mu[batch["task_id"]]
     raw = sigma * n + mu

@@ -17,7 +17,7 @@ def batch_and_output(T=4, B=6, A=3, seed=0):
     logits = batch.behaviour_logits  # the learner's policy equals the behaviour policy: ratio 1
     batch = add_advantages(batch, LearnerConfig(reward_clip="none", lambda_=0.95))
     value = batch.behaviour_value.clone()
-    return batch, AgentOutput(logits.clone().requires_grad_(), value.requires_grad_(), value)
+    return batch, AgentOutput(logits.clone().requires_grad_(), value.requires_grad_())
 
 
 def test_ratio_one_gives_no_clipping_and_no_kl():
@@ -33,7 +33,7 @@ def test_clipping_engages_outside_the_trust_region():
     bumped = out.logits.detach().clone()
     bumped.scatter_add_(-1, batch.action.unsqueeze(-1), torch.full_like(bumped[..., :1], 3.0))
     logits = bumped.requires_grad_()
-    loss, m = ppo_loss(AgentOutput(logits, out.value, out.value), batch, cfg)
+    loss, m = ppo_loss(AgentOutput(logits, out.value), batch, cfg)
     assert float(m["clip_frac"]) == 1.0
     loss.backward()
     T = batch.advantages.shape[0]
@@ -50,11 +50,11 @@ def test_value_clipping():
     far = out.value.detach().clone()
     far[:T] = batch.old_values + 5.0  # moved far beyond the clip range
     v = far.requires_grad_()
-    _, m_clip = ppo_loss(AgentOutput(out.logits, v, v), batch, cfg)
+    _, m_clip = ppo_loss(AgentOutput(out.logits, v), batch, cfg)
     clipped = batch.old_values + 0.1
     expected = 0.5 * torch.max((far[:T] - batch.returns) ** 2, (clipped - batch.returns) ** 2).mean()
     torch.testing.assert_close(m_clip["value_loss"], expected)
-    _, m_plain = ppo_loss(AgentOutput(out.logits, v, v), batch, LearnerConfig(clip_value=False))
+    _, m_plain = ppo_loss(AgentOutput(out.logits, v), batch, LearnerConfig(clip_value=False))
     torch.testing.assert_close(m_plain["value_loss"], 0.5 * ((far[:T] - batch.returns) ** 2).mean())
 
 
@@ -143,7 +143,7 @@ def test_clipping_below_the_trust_region_with_negative_advantages():
     lowered = out.logits.detach().clone()
     lowered.scatter_add_(-1, batch.action.unsqueeze(-1), torch.full_like(lowered[..., :1], -3.0))
     logits = lowered.requires_grad_()
-    loss, m = ppo_loss(AgentOutput(logits, out.value, out.value), batch, cfg)
+    loss, m = ppo_loss(AgentOutput(logits, out.value), batch, cfg)
     assert float(m["clip_frac"]) == 1.0
     loss.backward()
     T = batch.advantages.shape[0]

@@ -4,7 +4,17 @@ analytic special cases, episode boundaries and terminated vs. truncated steps.""
 import pytest
 import torch
 
-from learners.returns import discounted_returns, gae, vtrace
+from learners.returns import gae, vtrace
+
+
+def discounted_returns(rewards, discounts, bootstrap_value):
+    """Reference: the n-step return bootstrapped at the end, ``G_t = r_t + discounts_t G_{t+1}``."""
+    acc, out = bootstrap_value, []
+    for t in reversed(range(rewards.shape[0])):
+        acc = rewards[t] + discounts[t] * acc
+        out.append(acc)
+    return torch.stack(out[::-1], dim=0).detach()
+
 
 DT = torch.float64
 
@@ -176,16 +186,14 @@ def test_terminated_vs_truncated(which):
     torch.testing.assert_close(term[2], trunc[2])  # the next episode is unaffected
 
 
-@pytest.mark.parametrize("which", ["vtrace", "gae", "discounted_returns"])
+@pytest.mark.parametrize("which", ["vtrace", "gae"])
 def test_inputs_untouched_and_outputs_detached(which):
     x = {k: v.clone().requires_grad_(True) for k, v in _inputs(seed=7).items()}
     copies = {k: v.detach().clone() for k, v in x.items()}
     if which == "vtrace":
         outs = vtrace(**x, clip_rho_threshold=None, lambda_=0.9)
-    elif which == "gae":
-        outs = gae(x["rewards"], x["values"], x["bootstrap_value"], x["discounts"])
     else:
-        outs = (discounted_returns(x["rewards"], x["discounts"], x["bootstrap_value"]),)
+        outs = gae(x["rewards"], x["values"], x["bootstrap_value"], x["discounts"])
     for out in outs:
         assert not out.requires_grad and out.grad_fn is None
     for k, v in x.items():
@@ -248,7 +256,6 @@ def test_edge_shapes(T, B):
     torch.testing.assert_close(out.pg_advantages, adv)
     g = gae(x["rewards"], x["values"], x["bootstrap_value"], x["discounts"])
     assert g.advantages.shape == g.returns.shape == (T, B)
-    assert discounted_returns(x["rewards"], x["discounts"], x["bootstrap_value"]).shape == (T, B)
 
 
 def test_shape_mismatch_raises():

@@ -75,10 +75,12 @@ def nac_init_range(fan_in: int, fan_out: int) -> float:
     return (lo + hi) / 2
 
 
-class NAU(nn.Module):
-    """Neural addition unit: ``x [..., in] -> [..., out]``, eq. 6-8."""
+class _ClampedUnit(nn.Module):
+    """What NAU and NMU share: a weight ``[out, in]`` kept in ``weight_range`` (eq. 6 / 11)
+    and the sparsity regulariser ``min(|w|, 1 - |w|)`` (eq. 7 / 12; on NMU's [0, 1] box
+    ``|w| = w``)."""
 
-    weight_range = (-1.0, 1.0)
+    weight_range: tuple[float, float]
 
     def __init__(self, in_features: int, out_features: int):
         super().__init__()
@@ -87,12 +89,11 @@ class NAU(nn.Module):
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
-        r = min(0.5, math.sqrt(6.0 / (self.in_features + self.out_features)))
-        nn.init.uniform_(self.weight, -r, r)
+        raise NotImplementedError
 
     @torch.no_grad()
     def clamp_(self) -> None:
-        """Eq. 6: project the stored weight into the box; call after each optimiser step."""
+        """Project the stored weight into the box; call after each optimiser step."""
         self.weight.clamp_(*self.weight_range)
 
     def clamped_weight(self) -> torch.Tensor:
@@ -100,57 +101,42 @@ class NAU(nn.Module):
 
     @staticmethod
     def sparsity(weight: torch.Tensor) -> torch.Tensor:
-        """Eq. 7 on a weight ``[..., out, in]``, averaged over its last two dims."""
+        """Eq. 7 / 12 on a weight ``[..., out, in]``, averaged over its last two dims."""
         a = weight.abs()
         return torch.minimum(a, 1 - a).mean(dim=(-2, -1))
 
     def regularizer(self) -> torch.Tensor:
         return self.sparsity(self.clamped_weight())
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return x @ self.clamped_weight().transpose(-1, -2)
-
     def extra_repr(self) -> str:
         return f"in_features={self.in_features}, out_features={self.out_features}"
 
 
-class NMU(nn.Module):
+class NAU(_ClampedUnit):
+    """Neural addition unit: ``x [..., in] -> [..., out]``, eq. 6-8."""
+
+    weight_range = (-1.0, 1.0)
+
+    def reset_parameters(self) -> None:
+        r = min(0.5, math.sqrt(6.0 / (self.in_features + self.out_features)))
+        nn.init.uniform_(self.weight, -r, r)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x @ self.clamped_weight().transpose(-1, -2)
+
+
+class NMU(_ClampedUnit):
     """Neural multiplication unit: ``x [..., in] -> [..., out]``, eq. 11-13."""
 
     weight_range = (0.0, 1.0)
 
-    def __init__(self, in_features: int, out_features: int):
-        super().__init__()
-        self.in_features, self.out_features = in_features, out_features
-        self.weight = nn.Parameter(torch.empty(out_features, in_features))
-        self.reset_parameters()
-
     def reset_parameters(self) -> None:
         nn.init.uniform_(self.weight, 0.25, 0.75)
-
-    @torch.no_grad()
-    def clamp_(self) -> None:
-        """Eq. 11: project the stored weight into [0, 1]; call after each optimiser step."""
-        self.weight.clamp_(*self.weight_range)
-
-    def clamped_weight(self) -> torch.Tensor:
-        return self.weight.clamp(*self.weight_range)
-
-    @staticmethod
-    def sparsity(weight: torch.Tensor) -> torch.Tensor:
-        """Eq. 12 on a weight ``[..., out, in]``, averaged over its last two dims."""
-        return torch.minimum(weight, 1 - weight).mean(dim=(-2, -1))
-
-    def regularizer(self) -> torch.Tensor:
-        return self.sparsity(self.clamped_weight())
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         w = self.clamped_weight().unsqueeze(-3)  # [..., 1, out, in]
         # x as [..., N, 1, in]: W x + 1 - W per (output, input) pair, then the product over inputs.
         return (w * x.unsqueeze(-2) + 1 - w).prod(dim=-1)
-
-    def extra_repr(self) -> str:
-        return f"in_features={self.in_features}, out_features={self.out_features}"
 
 
 class _NACWeight(nn.Module):
