@@ -100,7 +100,7 @@ class LearnerConfig:
     # Both losses
     popart: bool = False  # per-task PopArt value normalisation (Hessel et al. 2019)
     popart_beta: float = 3e-4  # PopArt statistics step size
-    mixed_precision: bool = False  # bfloat16 autocast for the learner forward on CUDA
+    mixed_precision: bool = False  # bfloat16 autocast for the learner's forward (CUDA; CPU with bf16 instructions)
     max_skipped_updates: int = 5  # stop the run after this many updates in a row with a non-finite loss or gradient
     optimizer: OptimizerConfig = field(default_factory=OptimizerConfig)
 

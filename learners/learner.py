@@ -3,8 +3,9 @@ step counters; turns batches of trajectories into parameter updates (DESIGN.md).
 
 It is a plain class: learners/fleet.py wraps it in a Ray actor (asking for a GPU when
 ``learner.device`` wants one) or, with ``runtime.num_runners: 0``, calls it in-process.
-On CUDA it stages batches through pinned memory and can autocast the forward pass to
-bfloat16 (``learner.mixed_precision``); on CPU both are skipped.
+On CUDA it stages batches through pinned memory (skipped on CPU). On either device it can
+autocast the forward pass to bfloat16 (``learner.mixed_precision``; on CPU this pays only
+where the CPU has bfloat16 instructions, e.g. AVX512-BF16 or AMX: measure with ``mira bench``).
 """
 
 from __future__ import annotations
@@ -89,8 +90,8 @@ class Learner:
         return batch, state
 
     def forward(self, batch: Batch, state: tuple):
-        autocast = self.device.type == "cuda" and self.lcfg.mixed_precision
-        with torch.autocast("cuda", dtype=torch.bfloat16, enabled=autocast):
+        autocast = bool(self.lcfg.mixed_precision)
+        with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=autocast):
             out, _ = self.agent(batch.inputs(), state)
         if autocast:
             out = type(out)(*(x.float() for x in out))

@@ -1,6 +1,8 @@
-"""The GPU path of the learner: device placement, pinned-memory staging, bfloat16 autocast.
+"""The learner's devices: CUDA placement, pinned-memory staging and bfloat16 autocast, and
+bfloat16 autocast on CPU.
 
-Runs where CUDA exists and is skipped cleanly elsewhere (CI and the dev machines have none)."""
+The CUDA tests run where CUDA exists and are skipped cleanly elsewhere (CI and the dev
+machines have none); the CPU one runs everywhere."""
 
 import pytest
 import torch
@@ -35,3 +37,23 @@ def test_cuda_learner_update(small_cfg, mixed_precision, learner):
     weights = lrn.get_weights()
     assert all(not v.is_cuda for v in weights.values())  # runners get CPU tensors
     runner.set_weights(weights, 1)
+
+
+@pytest.mark.parametrize("learner", ["impala", "ppo"])
+def test_cpu_mixed_precision_matches_float32(small_cfg, learner):
+    """learner.mixed_precision on CPU: the forward runs in bfloat16 (its outputs differ from
+    float32 by bfloat16's rounding, not more), comes back as float32, and an update is finite."""
+    over = {"learner.device": "cpu", "learner.name": learner, "learner.minibatches": 2}
+    cfg, bf16_cfg = small_cfg(**over), small_cfg(**over, **{"learner.mixed_precision": "true"})
+    runner = EnvRunner(cfg.env, cfg.agent, envs_per_runner=4, unroll_length=5)
+    full, half = Learner(cfg, runner.spec()), Learner(bf16_cfg, runner.spec())
+    half.agent.load_state_dict(full.agent.state_dict())
+    batch, state = full.to_batch([runner.rollout(full.get_weights(), 0)])
+    with torch.no_grad():
+        a, b = full.forward(batch, state), half.forward(batch, state)
+    assert b.logits.dtype == b.value.dtype == torch.float32
+    assert not torch.equal(a.logits, b.logits)  # bfloat16 did run
+    torch.testing.assert_close(b.logits, a.logits, atol=0.05, rtol=0.05)
+    torch.testing.assert_close(b.value, a.value, atol=0.05, rtol=0.05)
+    metrics = half.update(runner.rollout(half.get_weights(), 0))
+    assert metrics["grad_norm"] > 0 and all(v == v for v in metrics.values())
