@@ -9,7 +9,7 @@ the observation carries an instruction, a word embedding of it is concatenated t
 and it costs nothing per step) or ``lstm`` (IMPALA's language encoder: an LSTM over the
 embedded words, its last output).
 
-``init`` chooses the conv/fc initialisation (``INITS`` below). The instruction's vocabulary
+``init`` chooses the conv/fc initialisation (``Init`` below). The instruction's vocabulary
 size comes with the observation spec (``obs_vocab``, from the environment's observation
 space): agents/ knows nothing of envs/.
 
@@ -37,7 +37,7 @@ TORSOS: Registry = Registry("torso")
 # baselines, Kostrikov's PPO and CleanRL), which keeps the scale through the ReLUs. On Pong
 # frames the fc features' spread across frames is 0.0006 with ``torch`` and 0.011 with
 # ``orthogonal`` (README.md, "Learning results"), next to a one-hot last action of 1.
-INITS = ("torch", "orthogonal")
+Init = Literal["torch", "orthogonal"]
 
 
 @dataclass
@@ -46,7 +46,7 @@ class ShallowConfig:
     instruction: Literal["bow", "lstm", "none"] = "bow"  # how to read instructions when present: bow, lstm or none
     word_embedding_size: int = 20  # IMPALA's language encoder: 20-d word embeddings
     instruction_size: int = 64  # width of the instruction feature (LSTM: 64 units, as IMPALA)
-    init: Literal["torch", "orthogonal"] = "torch"  # conv/fc weights: torch (PyTorch's defaults) or orthogonal (gain sqrt 2, zero biases)
+    init: Init = "torch"  # conv/fc weights: torch (PyTorch's defaults) or orthogonal (gain sqrt 2, zero biases)
 
     def __post_init__(self):
         check_choices(self, "agent.torso_options.")

@@ -32,7 +32,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from agents.heads import HEADS
-from agents.layers.multiplicative import MultiplicativeInteraction
+from agents.layers.multiplicative import Form, Init, MultiplicativeInteraction
 from agents.registry import check_choices
 
 
@@ -40,9 +40,9 @@ from agents.registry import check_choices
 class MultiplicativeHeadConfig:
     context: Literal["task_id", "learnt"] = "task_id"  # what M is conditioned on: the one-hot task, or learnt from h_t
     context_size: int = 32  # width of c; the paper's knob for the parameter count
-    form: Literal["full", "diagonal", "output_scale", "low_rank"] = "full"  # 3-tensor of M: "full", "diagonal" (the paper's: a gate on h), "output_scale" (FiLM-like) or "low_rank"
+    form: Form = "full"  # 3-tensor of M: "full", "diagonal" (the paper's: a gate on h), "output_scale" (FiLM-like) or "low_rank"
     rank: int = 8  # CP rank of the 3-tensor; used only by form "low_rank"
-    init: Literal["zero_interaction", "hypernetwork"] = "zero_interaction"  # "zero_interaction" (starts as the concatenation baseline) or "hypernetwork" (appendix B)
+    init: Init = "zero_interaction"  # "zero_interaction" (starts as the concatenation baseline) or "hypernetwork" (appendix B)
 
     def __post_init__(self):
         check_choices(self, "head option ")

@@ -49,12 +49,16 @@ Initialisation (``init``):
 from __future__ import annotations
 
 import math
+import typing
+from typing import Literal
 
 import torch
 from torch import nn
 
-FORMS = ("full", "diagonal", "output_scale", "low_rank")
-INITS = ("zero_interaction", "hypernetwork")
+# The enumerated options, declared once as types (the head's config uses them too).
+Form = Literal["full", "diagonal", "output_scale", "low_rank"]
+Init = Literal["zero_interaction", "hypernetwork"]
+FORMS, INITS = typing.get_args(Form), typing.get_args(Init)
 
 
 def _sonnet_linear_init(weight: torch.Tensor, fan_in: int) -> None:
