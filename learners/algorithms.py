@@ -57,9 +57,11 @@ def _impala_check(cfg) -> str | None:
         return (f"learner.lock_step: a batch is one unroll from every runner, so learner.batch_size="
                 f"{cfg.learner.batch_size} must be runtime.num_runners x runtime.envs_per_runner = "
                 f"{max(cfg.runtime.num_runners, 1) * cfg.runtime.envs_per_runner}")
-    if cfg.learner.batch_size % cfg.learner.minibatches:
-        return (f"IMPALA splits each batch's learner.batch_size={cfg.learner.batch_size} unrolls into "
-                f"learner.minibatches={cfg.learner.minibatches} equal groups; make the batch size divisible by it")
+    chunks = L.unroll_length // L.recurrence if L.recurrence else 1
+    if (L.batch_size * chunks) % L.minibatches:
+        what = f"{L.batch_size} unrolls x {chunks} chunks" if chunks > 1 else f"{L.batch_size} unrolls"
+        return (f"IMPALA splits each batch's sequences (learner.batch_size={what}) into "
+                f"learner.minibatches={L.minibatches} equal groups; make the sequence count divisible by it")
     return None
 
 
