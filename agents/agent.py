@@ -44,9 +44,11 @@ class TaskValueOutput(nn.Module):
 
 class Agent(nn.Module):
     def __init__(self, cfg: AgentConfig, obs_shapes: dict[str, tuple[int, ...]], num_actions: int, num_tasks: int = 1,
-                 obs_vocab: dict[str, int] | None = None):
+                 obs_vocab: dict[str, int] | None = None, popart: bool = False):
         """``obs_shapes``: shape of each observation key; ``obs_vocab``: the number of token
-        ids of token-valued keys (the instruction), from the environment's observation space."""
+        ids of token-valued keys (the instruction), from the environment's observation space;
+        ``popart``: end the value in the per-task affine layer that PopArt rescales (the
+        learner's ``learner.popart``; runners acting for it build the same agent)."""
         super().__init__()
         self.obs_keys = tuple(sorted(obs_shapes))
         self.num_actions = num_actions
@@ -55,7 +57,7 @@ class Agent(nn.Module):
         self.torso = TORSOS.get(cfg.torso)(obs_shapes, num_actions, as_set=as_set, obs_vocab=obs_vocab, **cfg.torso_options)
         self.core = core_cls(self.torso.output_size, **cfg.core_options)
         self.head = HEADS.get(cfg.head)(self.core.output_size, num_actions, num_tasks, **cfg.head_options)
-        self.value_output = TaskValueOutput(num_tasks) if cfg.popart else None
+        self.value_output = TaskValueOutput(num_tasks) if popart else None
 
     @property
     def reads_task_id(self) -> bool:

@@ -18,4 +18,3 @@ class AgentConfig:
     torso_options: dict = field(default_factory=dict)  # fields of the torso's Config
     core_options: dict = field(default_factory=dict)  # fields of the core's Config (e.g. hidden_size)
     head_options: dict = field(default_factory=dict)  # fields of the head's Config
-    popart: bool = False  # per-task affine value output that PopArt rescales (set from learner.popart)

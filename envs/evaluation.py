@@ -19,7 +19,7 @@ from envs.suites import EnvConfig
 
 class Evaluator:
     def __init__(self, env_cfg: EnvConfig, agent_cfg: AgentConfig, tasks: list[int], episodes: int,
-                 max_envs: int = 8, seed: int = 10_000, torch_threads: int = 1):
+                 max_envs: int = 8, seed: int = 10_000, torch_threads: int = 1, popart: bool = False):
         self.episodes = episodes
         self.envs = max(1, min(episodes, max_envs))
         # Env i plays exactly per_env[i] episodes, together `episodes`: keeping the first
@@ -28,7 +28,7 @@ class Evaluator:
         self.per_env = [base + (i < extra) for i in range(self.envs)]
         self.runners = {
             task: EnvRunner(env_cfg, agent_cfg, runner_id=task, envs_per_runner=self.envs, unroll_length=1,
-                            seed=seed + task, tasks=[task] * self.envs, torch_threads=torch_threads)
+                            seed=seed + task, tasks=[task] * self.envs, torch_threads=torch_threads, popart=popart)
             for task in tasks
         }
 

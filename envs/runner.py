@@ -48,6 +48,7 @@ class EnvRunner:
         torch_threads: int = 1,
         tasks: list[int] | None = None,
         state_every: int = 0,
+        popart: bool = False,
     ):
         torch.set_num_threads(torch_threads)
         self.runner_id = runner_id
@@ -66,7 +67,8 @@ class EnvRunner:
         # Token-valued keys (the instruction): ids 0..high, read off the observation space.
         self.obs_vocab = {k: int(np.max(space[k].high)) + 1 for k in space
                           if k != "pixels" and np.issubdtype(space[k].dtype, np.integer)}
-        self.agent = Agent(agent_cfg, self.obs_shapes, self.suite.num_actions, len(self.suite.tasks), self.obs_vocab)
+        self.agent = Agent(agent_cfg, self.obs_shapes, self.suite.num_actions, len(self.suite.tasks), self.obs_vocab,
+                           popart=popart)  # the learner's agent, so its weights load
         self.agent.eval()
         self.generator = torch.Generator().manual_seed(base_seed)
         self.version = -1

@@ -325,6 +325,7 @@ def load_config(path: str | Path | None = None, overrides: list[str] | None = No
         data = read_yaml(p) or {}
         if not isinstance(data, dict):
             raise ConfigError(f"{p}: expected a mapping of sections at the top level")
+    migrate(data)
     parsed = parse_overrides(overrides or [])
     _reset_switched_options(data, parsed)
     for key, value in parsed:
@@ -332,6 +333,18 @@ def load_config(path: str | Path | None = None, overrides: list[str] | None = No
     cfg = from_dict(ExperimentConfig, data)
     validate(cfg, runtime)
     return cfg
+
+
+def migrate(data: dict) -> dict:
+    """Keys older mira wrote, in place, with what they mean now: ``agent.popart`` (a copy of
+    ``learner.popart`` that every saved config.yaml and checkpoint up to 2026-11 carries)."""
+    agent = data.get("agent")
+    if isinstance(agent, dict) and "popart" in agent:
+        if agent.pop("popart") is True:
+            learner = data.setdefault("learner", {})
+            if isinstance(learner, dict):
+                learner.setdefault("popart", True)
+    return data
 
 
 def _reset_switched_options(data: dict, parsed: list[tuple[str, Any]]) -> None:
@@ -392,7 +405,6 @@ def validate(cfg: ExperimentConfig, runtime: bool = True) -> None:
     a.core_options = named("agent.core", _resolve_options, CORES, a.core, a.core_options, "agent.core_options")
     a.head_options = named("agent.head", _resolve_options, HEADS, a.head, a.head_options, "agent.head_options")
     L = cfg.learner
-    cfg.agent.popart = cfg.agent.popart or L.popart  # the one switch: learner.popart
     checks = [
         (L.device in ("auto", "cpu", "cuda") or L.device.startswith("cuda:"), f"learner.device must be auto, cpu or cuda, got {L.device!r}"),
         (L.unroll_length >= 1, "learner.unroll_length must be at least 1"),

@@ -183,7 +183,7 @@ def make_evaluator(cfg, tasks: list[int], episodes: int, in_process: bool):
     from envs.evaluation import Evaluator
 
     kwargs = dict(env_cfg=cfg.env, agent_cfg=cfg.agent, tasks=tasks, episodes=episodes,
-                  max_envs=cfg.runtime.envs_per_runner, seed=cfg.run.seed + 10_000)
+                  max_envs=cfg.runtime.envs_per_runner, seed=cfg.run.seed + 10_000, popart=cfg.learner.popart)
     if in_process:
         return Local(Evaluator(**kwargs))
     import ray
@@ -223,7 +223,7 @@ class Fleet:
             seed=cfg.run.seed + 7919 * self.replaced, runners_per_task=cfg.runtime.runners_per_task,
             torch_threads=cfg.runtime.torch_threads,
             # Chunked minibatches (learner.recurrence) start from the core states the runner had there.
-            state_every=cfg.learner.recurrence,
+            state_every=cfg.learner.recurrence, popart=cfg.learner.popart,
         )
         if cfg.runtime.num_runners == 0:
             return Local(EnvRunner(**kwargs))

@@ -52,7 +52,7 @@ class Learner:
         self.spec = spec
         self.device = resolve_device(self.lcfg.device)
         self.agent = Agent(cfg.agent, spec["obs_shapes"], spec["num_actions"], len(spec["tasks"]),
-                           spec.get("obs_vocab")).to(self.device)
+                           spec.get("obs_vocab"), popart=self.lcfg.popart).to(self.device)
         # The learner evaluates the policy in the actors' mode (eval, EnvRunner): importance
         # ratios (V-trace, PPO) need the learner's pi to be the behaviour policy mu for the
         # same weights, and train-mode dropout (RIMs' attention dropout) would make them differ.

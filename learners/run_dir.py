@@ -19,7 +19,7 @@ import torch
 from learners.config import ConfigError, ExperimentConfig, load_config, read_yaml, save_config
 
 # meta.json's "config_format": 2 since IMPALA reads learner.epochs/minibatches (RunDir._format_overrides).
-CONFIG_FORMAT = 2
+CONFIG_FORMAT = 3
 
 
 def git_revision() -> str:
@@ -77,16 +77,17 @@ class RunDir:
 
         Format 1 (no ``config_format`` in meta.json) saved PPO's ``epochs: 4`` and
         ``minibatches: 4`` in every config, and IMPALA ignored them; from format 2 IMPALA
-        reads them (one step per batch is ``1`` and ``1``)."""
+        reads them (one step per batch is ``1`` and ``1``). Formats 1 and 2 saved PPO's
+        ``clip_value: true`` in every config, and IMPALA ignored it; from format 3 IMPALA
+        reads it (with ``learner.fixed_targets``)."""
         meta_path = self.path / "meta.json"
         meta = json.loads(meta_path.read_text()) if meta_path.is_file() else {}
-        if meta.get("config_format", 1) >= 2:
-            return []
+        fmt = meta.get("config_format", 1)
         saved = read_yaml(self.path / "config.yaml") or {}
         learner = saved.get("learner") if isinstance(saved, dict) else None
-        if isinstance(learner, dict) and learner.get("name", "impala") == "impala":
-            return ["learner.epochs=1", "learner.minibatches=1"]
-        return []
+        if fmt >= CONFIG_FORMAT or not (isinstance(learner, dict) and learner.get("name", "impala") == "impala"):
+            return []
+        return (["learner.epochs=1", "learner.minibatches=1"] if fmt < 2 else []) + ["learner.clip_value=false"]
 
     def resume_config(self, overrides: list[str] | None = None) -> ExperimentConfig:
         """The run's config with ``overrides``, written back to ``config.yaml`` (and the

@@ -100,7 +100,7 @@ def checkpoint(run_dir: str) -> dict:
     state = RunDir.load_checkpoint(path)
     cfg = run.load_config()
     torch.set_num_threads(1)
-    runner = EnvRunner(cfg.env, cfg.agent, envs_per_runner=8, unroll_length=50, seed=99)
+    runner = EnvRunner(cfg.env, cfg.agent, envs_per_runner=8, unroll_length=50, seed=99, popart=cfg.learner.popart)
     trajs = [runner.rollout(state["learner"]["agent"], 0) for _ in range(4)]
     logits = np.concatenate([t.behaviour_logits[:-1] for t in trajs]).reshape(-1, trajs[0].behaviour_logits.shape[-1])
     probs = torch.softmax(torch.from_numpy(logits), -1)

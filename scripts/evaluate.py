@@ -13,7 +13,7 @@ import sys
 import time
 from pathlib import Path
 
-from learners.config import ConfigError, ExperimentConfig, from_dict, load_config, validate
+from learners.config import ConfigError, ExperimentConfig, from_dict, load_config, migrate, validate
 
 
 def locate(path: str) -> tuple[Path, Path]:
@@ -36,7 +36,12 @@ def load_run_config(ckpt: Path, state: dict, overrides: list[str]) -> Experiment
     if "config" in state:
         from learners.config import _set_dotted, parse_overrides
 
-        data = state["config"]
+        data = migrate(state["config"])
+        learner = data.get("learner", {})
+        if learner.get("name", "impala") == "impala" and not learner.get("fixed_targets"):
+            # Checkpoints before config format 3 carry PPO's clip_value: true, which IMPALA
+            # ignored then (and now reads only with fixed targets).
+            learner["clip_value"] = False
         for key, value in parse_overrides(overrides):
             _set_dotted(data, key, value)
         cfg = from_dict(ExperimentConfig, data)
@@ -57,7 +62,7 @@ def record_videos(cfg, weights: dict, indices: list[int], names: list[str], epis
     paths = []
     for i in indices:
         runner = EnvRunner(cfg.env, cfg.agent, runner_id=i, envs_per_runner=1, unroll_length=1,
-                           seed=cfg.run.seed + 20_000 + i, tasks=[i])
+                           seed=cfg.run.seed + 20_000 + i, tasks=[i], popart=cfg.learner.popart)
         paths += record(runner, weights, episodes, out_dir / "videos", names[i], cfg.env.suite, unit_strip)
         runner.close()
         if not quiet:

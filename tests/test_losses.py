@@ -221,6 +221,23 @@ def test_old_run_directories_keep_impala_at_one_step_per_batch(small_cfg, tmp_pa
     assert RunDir.open(run).load_config().learner.epochs == 2  # the explicit choice is kept
 
 
+def test_old_run_directories_keep_impala_without_the_value_clip(small_cfg, tmp_path):
+    """Formats 1-2 saved PPO's clip_value: true in IMPALA configs too, which IMPALA ignored;
+    from format 3 it reads it (with fixed targets), so older directories load it as false."""
+    import json
+
+    from learners.config import save_config
+    from learners.run_dir import CONFIG_FORMAT, RunDir
+
+    cfg = small_cfg(**{"learner.fixed_targets": "true", "learner.clip_value": "true"})
+    for fmt, expected in ((2, False), (CONFIG_FORMAT, True)):
+        run = tmp_path / f"format{fmt}"
+        (run / "checkpoints").mkdir(parents=True)
+        save_config(cfg, run / "config.yaml")
+        (run / "meta.json").write_text(json.dumps({"seed": 0, "config_format": fmt}))
+        assert RunDir.open(run).load_config().learner.clip_value is expected, fmt
+
+
 def test_surrogate_clip_is_the_papers_gradient_on_policy_and_clips_off_policy():
     """On-policy (pi = mu) the clipped surrogate's gradient is the V-trace policy gradient's;
     a ratio outside [1 - eps, 1 + eps] in the advantage's direction gets no gradient."""

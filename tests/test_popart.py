@@ -26,8 +26,8 @@ def inputs(T=4, B=6):
 @pytest.mark.parametrize("head", HEADS.names())
 def test_outputs_preserved_across_a_statistics_update(head):
     torch.manual_seed(0)
-    agent = Agent(AgentConfig(head=head, popart=True, core_options={"hidden_size": 16}, torso_options={"hidden_size": 16}), OBS, 5, TASKS,
-                  {"instruction": 1024})
+    agent = Agent(AgentConfig(head=head, core_options={"hidden_size": 16}, torso_options={"hidden_size": 16}), OBS, 5, TASKS,
+                  {"instruction": 1024}, popart=True)
     agent.eval().double()  # float64: the check is of the algebra, not of float32 rounding
     popart = PopArt(agent.value_output, TASKS, beta=0.5).double()
     x = inputs()
@@ -70,6 +70,20 @@ def test_training_with_popart(small_cfg, learner):
     m = summary["final_metrics"]
     assert "popart_sigma/0" in m and "popart_sigma/1" in m
     assert m["popart_sigma/0"] != 1.0
+
+
+def test_configs_saved_with_the_old_agent_popart_key_still_load(tmp_path):
+    """Every config.yaml and checkpoint written before the flag had one owner carries
+    ``agent.popart`` (a copy of ``learner.popart``): it loads, meaning ``learner.popart``."""
+    import yaml
+
+    from learners.config import load_config
+
+    for old, expected in ((True, True), (False, False)):
+        path = tmp_path / f"old_{old}.yaml"
+        path.write_text(yaml.safe_dump({"agent": {"core": "lstm", "popart": old}, "learner": {"name": "impala"}}))
+        cfg = load_config(path, ["runtime.num_runners=0"])
+        assert cfg.learner.popart is expected and not hasattr(cfg.agent, "popart")
 
 
 def popart_with_stats():
