@@ -5,8 +5,9 @@ Every step field is time-major ``[T + 1, B]`` (``behaviour_logits`` ``[T + 1, B,
 observation ``[T + 1, B, ...]``) on the learner's device, as ``envs/trajectory.py`` describes
 them; ``mask`` (1 = real step) exists when columns are padding. PPO (and IMPALA with
 ``learner.fixed_targets``) adds its targets, ``advantages``, ``returns`` and ``old_values``
-(``[T, B]``), before its epochs (``learners/ppo.py``, ``learners/impala.py``). The losses
-read attributes, never strings; ``map`` applies one function to every tensor (cutting
+(``[T, B]``; IMPALA also ``value_targets``), before its epochs (``learners/ppo.py``,
+``learners/impala.py``); cut into chunks of ``k`` steps (``chunk_sequences``), every field is
+``[k, C B]`` and ``steps`` is ``k``. The losses read attributes, never strings; ``map`` applies one function to every tensor (cutting
 chunks, picking minibatch columns, moving devices).
 """
 

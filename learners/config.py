@@ -340,10 +340,10 @@ def migrate(data: dict) -> dict:
     ``learner.popart`` that every saved config.yaml and checkpoint up to 2026-11 carries)."""
     agent = data.get("agent")
     if isinstance(agent, dict) and "popart" in agent:
-        if agent.pop("popart") is True:
+        if agent.pop("popart") is True:  # the agent had PopArt's output layer: its weights need it
             learner = data.setdefault("learner", {})
             if isinstance(learner, dict):
-                learner.setdefault("popart", True)
+                learner["popart"] = True
     return data
 
 

@@ -53,7 +53,7 @@ from learners.terms import (
 class LossOutput(NamedTuple):
     loss: torch.Tensor
     metrics: dict
-    value_targets: torch.Tensor  # V-trace vs [T, B] at return scale (PopArt's statistics move toward them)
+    value_targets: torch.Tensor  # V-trace vs [T, B] ([k, B'] in chunks) at return scale (PopArt's statistics move toward them)
 
 
 def log_probs(out, batch: Batch):
@@ -92,7 +92,8 @@ def vtrace_targets(out, batch: Batch, cfg, log_rhos, value_transform=None):
 
 def impala_loss(out, batch: Batch, cfg, value_transform=None) -> LossOutput:
     """``out``: the agent's output over all ``T + 1`` rows (``logits [T+1, B, A]``,
-    ``value [T+1, B]``); ``batch``: the trajectory as tensors; ``cfg``: the learner config.
+    ``value [T+1, B]``), or over a chunk's ``k`` rows when the batch was cut into chunks
+    (``batch.steps``); ``batch``: the trajectory as tensors; ``cfg``: the learner config.
 
     ``value_transform`` (PopArt) maps the head's normalised values to returns and the
     V-trace targets back; identity when absent. A batch that carries ``advantages`` and

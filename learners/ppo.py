@@ -14,9 +14,9 @@ epochs. A minibatch is whole sequences, each re-run from the core state at its f
 step, with resets inside where episodes end, so it works for every core. With
 ``learner.recurrence = k < T`` the unroll is first cut into ``T / k`` chunks of ``k``
 steps per env, and a minibatch is a random subset of all (env, chunk) sequences; the core
-state at each chunk's start comes from one no-grad pass of the pre-update agent over the
-batch (the behaviour policy itself: lock-step batches are exactly on-policy), and is kept
-through the epochs, as Sample Factory's and R2D2's stored states are. Shorter sequences
+state at each chunk's start is the one the runner had there (recorded while acting; without
+it, one no-grad pass of the pre-update agent over the batch, the same states for a lock-step
+batch), and is kept through the epochs, as Sample Factory's and R2D2's stored states are. Shorter sequences
 in wider minibatches cut the learner's sequential core steps (with the preset's 4 x 4
 minibatches of T = 128 and k = 32, from 2,048 to 640 per batch, the state pass included).
 Metrics share names with IMPALA (STYLE.md rule 2);

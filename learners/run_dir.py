@@ -78,8 +78,8 @@ class RunDir:
         Format 1 (no ``config_format`` in meta.json) saved PPO's ``epochs: 4`` and
         ``minibatches: 4`` in every config, and IMPALA ignored them; from format 2 IMPALA
         reads them (one step per batch is ``1`` and ``1``). Formats 1 and 2 saved PPO's
-        ``clip_value: true`` in every config, and IMPALA ignored it; from format 3 IMPALA
-        reads it (with ``learner.fixed_targets``)."""
+        ``clip_value: true`` in every config (and any ``recurrence``), which IMPALA ignored; from
+        format 3 IMPALA reads both (with ``learner.fixed_targets``)."""
         meta_path = self.path / "meta.json"
         meta = json.loads(meta_path.read_text()) if meta_path.is_file() else {}
         fmt = meta.get("config_format", 1)
@@ -87,7 +87,7 @@ class RunDir:
         learner = saved.get("learner") if isinstance(saved, dict) else None
         if fmt >= CONFIG_FORMAT or not (isinstance(learner, dict) and learner.get("name", "impala") == "impala"):
             return []
-        return (["learner.epochs=1", "learner.minibatches=1"] if fmt < 2 else []) + ["learner.clip_value=false"]
+        return (["learner.epochs=1", "learner.minibatches=1"] if fmt < 2 else []) + ["learner.clip_value=false", "learner.recurrence=0"]
 
     def resume_config(self, overrides: list[str] | None = None) -> ExperimentConfig:
         """The run's config with ``overrides``, written back to ``config.yaml`` (and the

@@ -29,7 +29,7 @@ without it each core keeps mira's defaults (LSTM 256, RIMs 6 x 42 = 252, k_A = 4
     python -m scripts.atari_panel --frames 1e7                       # both presets, 4 games, seed 0
     python -m scripts.atari_panel --learners impala --seeds 0 1 --frames 2e7
     python -m scripts.atari_panel --dry-run                          # list the trials and their state
-    python -m scripts.atari_panel --frames 1e7 runtime.num_runners=15   # overrides for every trial
+    python -m scripts.atari_panel --frames 1e7 runtime.num_runners=15 learner.batch_size=60   # overrides for every trial
     python -m scripts.atari_panel --learners ppo --cores lstm rims --paper-widths --frames 4e7 --seeds 0 1 2
 """
 

@@ -99,7 +99,8 @@ def run_bench(config_path: str, overrides: list[str], seconds: float = 20.0) -> 
     cfg = load_config(config_path, overrides)
     torch.set_num_threads(1)
     runner = EnvRunner(cfg.env, cfg.agent, envs_per_runner=cfg.runtime.envs_per_runner,
-                       unroll_length=cfg.learner.unroll_length, seed=cfg.run.seed, popart=cfg.learner.popart)
+                       unroll_length=cfg.learner.unroll_length, seed=cfg.run.seed, popart=cfg.learner.popart,
+                       state_every=cfg.learner.recurrence)  # chunk states, as a run's runners record them
     print(f"[bench] {config_path}: {cfg.env.suite} {runner.suite.tasks[0]}{' +' if len(runner.suite.tasks) > 1 else ''}, "
           f"{cfg.agent.torso}/{cfg.agent.core}/{cfg.agent.head}, learner {cfg.learner.name}, "
           f"{cfg.runtime.num_runners} runners x {cfg.runtime.envs_per_runner} envs, T={cfg.learner.unroll_length}", flush=True)

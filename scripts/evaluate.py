@@ -37,11 +37,6 @@ def load_run_config(ckpt: Path, state: dict, overrides: list[str]) -> Experiment
         from learners.config import _set_dotted, parse_overrides
 
         data = migrate(state["config"])
-        learner = data.get("learner", {})
-        if learner.get("name", "impala") == "impala" and not learner.get("fixed_targets"):
-            # Checkpoints before config format 3 carry PPO's clip_value: true, which IMPALA
-            # ignored then (and now reads only with fixed targets).
-            learner["clip_value"] = False
         for key, value in parse_overrides(overrides):
             _set_dotted(data, key, value)
         cfg = from_dict(ExperimentConfig, data)
