@@ -86,10 +86,7 @@ class _ClampedUnit(nn.Module):
         super().__init__()
         self.in_features, self.out_features = in_features, out_features
         self.weight = nn.Parameter(torch.empty(out_features, in_features))
-        self.reset_parameters()
-
-    def reset_parameters(self) -> None:
-        raise NotImplementedError
+        self.reset_parameters()  # each unit's own initialisation (NAU, NMU below)
 
     @torch.no_grad()
     def clamp_(self) -> None:
