@@ -7,8 +7,9 @@ them; ``mask`` (1 = real step) exists when columns are padding. PPO (and IMPALA 
 ``learner.fixed_targets``) adds its targets, ``advantages``, ``returns`` and ``old_values``
 (``[T, B]``; IMPALA also ``value_targets``), before its epochs (``learners/ppo.py``,
 ``learners/impala.py``); cut into chunks of ``k`` steps (``chunk_sequences``), every field is
-``[k, C B]`` and ``steps`` is ``k``. The losses read attributes, never strings; ``map`` applies one function to every tensor (cutting
-chunks, picking minibatch columns, moving devices).
+``[k, C B]`` and ``steps`` is ``k``. The losses read attributes, never strings; ``map``
+applies one function to every tensor (cutting chunks, picking minibatch columns, moving
+devices).
 """
 
 from __future__ import annotations
