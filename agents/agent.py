@@ -22,14 +22,18 @@ STEP_KEYS = ("last_action", "last_reward", "reset", "task_id")
 
 
 class AgentOutput(NamedTuple):
+    """What ``Agent.forward`` returns for an unroll: policy logits and value estimates."""
+
     logits: torch.Tensor  # [T, B, A]
     value: torch.Tensor  # [T, B]
 
 
 class TaskValueOutput(nn.Module):
-    """Per-task affine map of the head's value, ``n_i(x) = w_i v(x) + b_i`` (w = 1, b = 0 at
-    start): the last value layer that PopArt rescales to preserve outputs
-    (``learners/popart.py``). Rows without a task ID pass through unchanged."""
+    """Per-task affine map of the head's value, ``n_i(x) = w_i v(x) + b_i``.
+
+    w = 1, b = 0 at start: the last value layer that PopArt rescales to preserve outputs
+    (``learners/popart.py``). Rows without a task ID pass through unchanged.
+    """
 
     def __init__(self, num_tasks: int):
         super().__init__()
@@ -37,43 +41,58 @@ class TaskValueOutput(nn.Module):
         self.bias = nn.Parameter(torch.zeros(num_tasks))
 
     def forward(self, value: torch.Tensor, task_id: torch.Tensor | None) -> torch.Tensor:
+        """``value``: [T, B]; ``task_id``: [T, B] int64, or None to return ``value`` as is."""
         if task_id is None:
             return value
         return self.weight[task_id] * value + self.bias[task_id]
 
 
 class Agent(nn.Module):
-    def __init__(self, cfg: AgentConfig, obs_shapes: dict[str, tuple[int, ...]], num_actions: int, num_tasks: int = 1,
-                 obs_vocab: dict[str, int] | None = None, popart: bool = False):
-        """``obs_shapes``: shape of each observation key; ``obs_vocab``: the number of token
+    """Torso -> core -> head built from the registry names in an ``AgentConfig``."""
+
+    def __init__(self, cfg: AgentConfig, obs_shapes: dict[str, tuple[int, ...]], num_actions: int,
+                 num_tasks: int = 1, obs_vocab: dict[str, int] | None = None, popart: bool = False):
+        """Build the torso, core and head that ``cfg`` names, with their options.
+
+        ``obs_shapes``: shape of each observation key; ``obs_vocab``: the number of token
         ids of token-valued keys (the instruction), from the environment's observation space;
         ``popart``: end the value in the per-task affine layer that PopArt rescales (the
-        learner's ``learner.popart``; runners acting for it build the same agent)."""
+        learner's ``learner.popart``; runners acting for it build the same agent).
+        """
         super().__init__()
         self.obs_keys = tuple(sorted(obs_shapes))
         self.num_actions = num_actions
         core_cls = CORES.get(cfg.core)
         as_set = input_form(core_cls, cfg.core_options) == "spatial"
-        self.torso = TORSOS.get(cfg.torso)(obs_shapes, num_actions, as_set=as_set, obs_vocab=obs_vocab, **cfg.torso_options)
+        self.torso = TORSOS.get(cfg.torso)(obs_shapes, num_actions, as_set=as_set,
+                                           obs_vocab=obs_vocab, **cfg.torso_options)
         self.core = core_cls(self.torso.output_size, **cfg.core_options)
-        self.head = HEADS.get(cfg.head)(self.core.output_size, num_actions, num_tasks, **cfg.head_options)
+        self.head = HEADS.get(cfg.head)(self.core.output_size, num_actions, num_tasks,
+                                        **cfg.head_options)
         self.value_output = TaskValueOutput(num_tasks) if popart else None
 
     @property
     def reads_task_id(self) -> bool:
+        """Whether the head reads the task ID, so ``forward`` needs ``task_id`` in its inputs."""
         return bool(self.head.reads_task_id)
 
     def initial_state(self, batch_size: int, device=None) -> State:
+        """The core's initial (zero) state for ``batch_size`` environments."""
         return self.core.initial_state(batch_size, device)
 
     def forward(self, inputs: dict[str, torch.Tensor], state: State) -> tuple[AgentOutput, State]:
-        """``inputs``: observation keys plus ``last_action``, ``last_reward``, ``reset``
-        and (optional) ``task_id``, all time-major ``[T, B, ...]``."""
-        x = self.torso({k: inputs[k] for k in self.obs_keys}, inputs["last_action"], inputs["last_reward"])
+        """Unroll the agent; returns logits ``[T, B, A]``, value ``[T, B]`` and the next state.
+
+        ``inputs``: observation keys plus ``last_action``, ``last_reward``, ``reset``
+        and (optional) ``task_id``, all time-major ``[T, B, ...]``.
+        """
+        x = self.torso({k: inputs[k] for k in self.obs_keys}, inputs["last_action"],
+                       inputs["last_reward"])
         h, state = self.core(x, state, inputs["reset"])
         task_id = inputs.get("task_id") if self.reads_task_id else None
         if self.reads_task_id and task_id is None:
-            raise ValueError(f"head {type(self.head).__name__} reads the task ID but the inputs carry none")
+            raise ValueError(f"head {type(self.head).__name__} reads the task ID but the inputs "
+                             "carry none")
         logits, value = self.head(h, task_id)
         if self.value_output is not None:
             # The critic is trained only; it may read the task ID even when the policy does not.
@@ -81,5 +100,6 @@ class Agent(nn.Module):
         return AgentOutput(logits, value), state
 
     def diagnostics(self) -> dict[str, torch.Tensor]:
+        """The core's statistics of the last forward pass (``core.diagnostics()``); {} if none."""
         fn = getattr(self.core, "diagnostics", None)
         return fn() if fn else {}

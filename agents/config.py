@@ -12,9 +12,12 @@ from dataclasses import dataclass, field
 
 @dataclass
 class AgentConfig:
+    """Registry names of the agent's torso, core and head, and the options of each."""
+
     torso: str = "shallow"  # encoder: a name in agents.torsos.TORSOS
     core: str = "lstm"  # recurrent core: a name in agents.cores.CORES
     head: str = "linear"  # policy/value head: a name in agents.heads.HEADS
     torso_options: dict = field(default_factory=dict)  # fields of the torso's Config
-    core_options: dict = field(default_factory=dict)  # fields of the core's Config (e.g. hidden_size)
+    # fields of the core's Config (e.g. hidden_size)
+    core_options: dict = field(default_factory=dict)
     head_options: dict = field(default_factory=dict)  # fields of the head's Config

@@ -33,6 +33,7 @@ class Registry(Generic[T]):
         return add
 
     def get(self, name: str) -> T:
+        """The entry registered as ``name``; KeyError listing the valid names otherwise."""
         try:
             return self._entries[name]
         except KeyError:
@@ -48,6 +49,7 @@ class Registry(Generic[T]):
         return iter(sorted(self._entries))
 
     def names(self) -> list[str]:
+        """The registered names, sorted."""
         return sorted(self._entries)
 
 
@@ -59,12 +61,15 @@ def choices(tp) -> tuple | None:
 
 
 def check_choices(obj, prefix: str = "") -> None:
-    """ValueError unless every ``Literal``-typed field of dataclass ``obj`` holds one of its
-    values: the one check of enumerated settings, from their type (the config loader runs
-    the same test on load, with the full key in its message)."""
+    """Raise ValueError unless every ``Literal`` field of dataclass ``obj`` holds one of its values.
+
+    The one check of enumerated settings, from their type (the config loader runs
+    the same test on load, with the full key in its message).
+    """
     hints = typing.get_type_hints(type(obj))
     for f in dataclasses.fields(obj):
         allowed = choices(hints[f.name])
         value = getattr(obj, f.name)
         if allowed is not None and value is not None and value not in allowed:
-            raise ValueError(f"{prefix}{f.name} must be one of {', '.join(map(str, allowed))}, got {value!r}")
+            raise ValueError(f"{prefix}{f.name} must be one of {', '.join(map(str, allowed))}, "
+                             f"got {value!r}")

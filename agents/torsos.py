@@ -42,11 +42,15 @@ Init = Literal["torch", "orthogonal"]
 
 @dataclass
 class ShallowConfig:
+    """Options of the ``shallow`` torso (``torso_options``), checked on construction."""
+
     hidden_size: int = 256  # the linear layer after the convs
-    instruction: Literal["bow", "lstm", "none"] = "bow"  # how to read instructions when present: bow, lstm or none
+    # how to read instructions when present: bow, lstm or none
+    instruction: Literal["bow", "lstm", "none"] = "bow"
     word_embedding_size: int = 20  # IMPALA's language encoder: 20-d word embeddings
     instruction_size: int = 64  # width of the instruction feature (LSTM: 64 units, as IMPALA)
-    init: Init = "torch"  # conv/fc weights: torch (PyTorch's defaults) or orthogonal (gain sqrt 2, zero biases)
+    # conv/fc weights: torch (PyTorch's defaults) or orthogonal (gain sqrt 2, zero biases)
+    init: Init = "torch"
 
     def __post_init__(self):
         check_choices(self, "agent.torso_options.")
@@ -54,6 +58,8 @@ class ShallowConfig:
 
 @TORSOS.register("shallow")
 class ShallowTorso(nn.Module):
+    """IMPALA's shallow conv torso plus one-hot last action, clipped last reward and instruction."""
+
     Config = ShallowConfig
 
     def __init__(
@@ -72,7 +78,8 @@ class ShallowTorso(nn.Module):
         c, h, w = obs_shapes["pixels"]
         self.num_actions = num_actions
         self.as_set = as_set
-        self.conv = nn.Sequential(nn.Conv2d(c, 16, 8, stride=4), nn.ReLU(), nn.Conv2d(16, 32, 4, stride=2), nn.ReLU())
+        self.conv = nn.Sequential(nn.Conv2d(c, 16, 8, stride=4), nn.ReLU(),
+                                  nn.Conv2d(16, 32, 4, stride=2), nn.ReLU())
         with torch.no_grad():
             _, cc, hh, ww = self.conv(torch.zeros(1, c, h, w)).shape
         self.positions = hh * ww
@@ -82,8 +89,9 @@ class ShallowTorso(nn.Module):
         if self.read_instruction:
             vocab = (obs_vocab or {}).get("instruction")
             if not vocab:
-                raise ValueError("the observation has an instruction but its vocabulary size is unknown: pass "
-                                 "obs_vocab={'instruction': N} (EnvRunner.spec() carries it)")
+                raise ValueError("the observation has an instruction but its vocabulary size is "
+                                 "unknown: pass obs_vocab={'instruction': N} (EnvRunner.spec() "
+                                 "carries it)")
             self.embed = nn.Embedding(vocab, word_embedding_size, padding_idx=0)
             self.instruction_mode = instruction
             if instruction == "lstm":
@@ -100,7 +108,7 @@ class ShallowTorso(nn.Module):
                     nn.init.zeros_(layer.bias)
 
     def _instruction(self, tokens: torch.Tensor) -> torch.Tensor:
-        """tokens [N, L] int64 (0 = padding) -> [N, instruction_size]."""
+        """``tokens`` [N, L] int64 (0 = padding) -> [N, instruction_size]."""
         emb = self.embed(tokens)  # [N, L, E]
         mask = (tokens > 0).unsqueeze(-1).to(emb.dtype)
         if self.instruction_mode == "bow":
@@ -110,7 +118,8 @@ class ShallowTorso(nn.Module):
         out, _ = self.instruction_rnn(emb.transpose(0, 1))  # [L, N, H]
         return out[lengths - 1, torch.arange(tokens.shape[0], device=tokens.device)]
 
-    def forward(self, obs: dict[str, torch.Tensor], last_action: torch.Tensor, last_reward: torch.Tensor) -> torch.Tensor:
+    def forward(self, obs: dict[str, torch.Tensor], last_action: torch.Tensor,
+                last_reward: torch.Tensor) -> torch.Tensor:
         """obs["pixels"] uint8 [T, B, C, H, W]; last_action [T, B]; last_reward [T, B].
 
         Returns [T, B, output_size], or [T, B, N, output_size] when ``as_set``.
@@ -123,8 +132,10 @@ class ShallowTorso(nn.Module):
         # 8x8/4 conv on 4 input channels is then about 3.5x faster (the learner's torso step
         # about 1.4x); acting (no grad) keeps the default layout, which is as fast there.
         # The features are the same up to float rounding; the layout is not a parameter.
-        fmt = torch.channels_last if torch.is_grad_enabled() and src.device.type == "cpu" else torch.contiguous_format
-        x = torch.empty(src.shape, dtype=dtype, device=src.device, memory_format=fmt).copy_(src).mul_(1.0 / 255.0)
+        fmt = (torch.channels_last if torch.is_grad_enabled() and src.device.type == "cpu"
+               else torch.contiguous_format)
+        x = (torch.empty(src.shape, dtype=dtype, device=src.device, memory_format=fmt)
+             .copy_(src).mul_(1.0 / 255.0))
         x = self.conv(x)  # [TB, 32, h, w]
         extras = [
             F.one_hot(last_action.reshape(T * B).long(), self.num_actions).to(dtype),

@@ -45,6 +45,7 @@ class EpisodicLife(gym.Wrapper):
         self._game_over = True
 
     def step(self, action):
+        """``env.step``, with ``terminated`` also True on a life loss; the game goes on."""
         obs, reward, terminated, truncated, info = self.env.step(action)
         self._game_over = terminated or truncated
         lives = self.env.unwrapped.ale.lives()
@@ -54,6 +55,7 @@ class EpisodicLife(gym.Wrapper):
         return obs, reward, terminated, truncated, info
 
     def reset(self, **kwargs):
+        """Reset the game after a game over; after a life loss, take one no-op step instead."""
         if self._game_over:
             obs, info = self.env.reset(**kwargs)
         else:
@@ -73,6 +75,7 @@ class PixelsDict(gym.ObservationWrapper):
         self.observation_space = spaces.Dict(pixels=env.observation_space)
 
     def observation(self, obs):
+        """The frame stack as ``{"pixels": uint8 array}``."""
         return {"pixels": np.asarray(obs)}
 
 
@@ -87,7 +90,8 @@ def make_atari(
 ) -> gym.Env:
     """``ALE/<game>-v5`` with the named protocol; observation ``{"pixels": [4, 84, 84]}``."""
     if protocol not in PROTOCOLS:
-        raise ValueError(f"unknown Atari protocol {protocol!r}; valid protocols: {', '.join(PROTOCOLS)}")
+        raise ValueError(f"unknown Atari protocol {protocol!r}; valid protocols: "
+                         f"{', '.join(PROTOCOLS)}")
     machado = protocol == "machado"
     env = gym.make(
         f"ALE/{game}-v5",

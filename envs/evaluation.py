@@ -18,8 +18,11 @@ from envs.suites import EnvConfig
 
 
 class Evaluator:
+    """Plays ``episodes`` whole episodes of each task with fixed weights, one EnvRunner per task."""
+
     def __init__(self, env_cfg: EnvConfig, agent_cfg: AgentConfig, tasks: list[int], episodes: int,
-                 max_envs: int = 8, seed: int = 10_000, torch_threads: int = 1, popart: bool = False):
+                 max_envs: int = 8, seed: int = 10_000, torch_threads: int = 1,
+                 popart: bool = False):
         self.episodes = episodes
         self.envs = max(1, min(episodes, max_envs))
         # Env i plays exactly per_env[i] episodes, together `episodes`: keeping the first
@@ -27,8 +30,9 @@ class Evaluator:
         base, extra = divmod(episodes, self.envs)
         self.per_env = [base + (i < extra) for i in range(self.envs)]
         self.runners = {
-            task: EnvRunner(env_cfg, agent_cfg, runner_id=task, envs_per_runner=self.envs, unroll_length=1,
-                            seed=seed + task, tasks=[task] * self.envs, torch_threads=torch_threads, popart=popart)
+            task: EnvRunner(env_cfg, agent_cfg, runner_id=task, envs_per_runner=self.envs,
+                            unroll_length=1, seed=seed + task, tasks=[task] * self.envs,
+                            torch_threads=torch_threads, popart=popart)
             for task in tasks
         }
 
@@ -41,7 +45,8 @@ class Evaluator:
         return out
 
 
-def score_table(returns: dict[str, list[float]], score_suite: str, reps: int = 2000, seed: int = 0) -> dict:
+def score_table(returns: dict[str, list[float]], score_suite: str, reps: int = 2000,
+                seed: int = 0) -> dict:
     """Per-task statistics and aggregates of normalised scores (when the suite has them)."""
     from envs import scores
     from envs import statistics as st
@@ -51,17 +56,21 @@ def score_table(returns: dict[str, list[float]], score_suite: str, reps: int = 2
     per_task = {}
     for task in tasks:
         r = np.asarray(returns[task], dtype=float)
-        entry = {"return_mean": float(r.mean()), "return_std": float(r.std(ddof=1)) if len(r) > 1 else 0.0,
+        entry = {"return_mean": float(r.mean()),
+                 "return_std": float(r.std(ddof=1)) if len(r) > 1 else 0.0,
                  "episodes": int(len(r)), "normalized_score": None}
         if has_ref:
-            entry["normalized_score"] = float(scores.normalized_score(score_suite, task, float(r.mean())))
+            entry["normalized_score"] = float(scores.normalized_score(score_suite, task,
+                                                                      float(r.mean())))
         per_task[task] = entry
-    result = {"score": scores.score_name(score_suite) if has_ref else "raw return", "tasks": per_task, "aggregates": {}}
+    result = {"score": scores.score_name(score_suite) if has_ref else "raw return",
+              "tasks": per_task, "aggregates": {}}
     n = min(len(v) for v in returns.values())
     if n == 0:
         return result
     if has_ref:
-        matrix = np.array([[scores.normalized_score(score_suite, t, x) for x in returns[t][:n]] for t in tasks]).T
+        matrix = np.array([[scores.normalized_score(score_suite, t, x) for x in returns[t][:n]]
+                           for t in tasks]).T
     else:
         matrix = np.array([returns[t][:n] for t in tasks], dtype=float).T
     aggregates = {"median": st.median, "mean": st.mean, "iqm": st.iqm}
@@ -72,18 +81,24 @@ def score_table(returns: dict[str, list[float]], score_suite: str, reps: int = 2
         aggregates["capped_mean"] = lambda m: st.capped_mean(m.mean(axis=0, keepdims=True))
     for name, fn in aggregates.items():
         ci = st.stratified_bootstrap_ci(matrix, fn, reps=reps, seed=seed)
-        result["aggregates"][name] = {"value": float(ci.estimate), "ci95": [float(ci.low), float(ci.high)]}
+        result["aggregates"][name] = {"value": float(ci.estimate),
+                                      "ci95": [float(ci.low), float(ci.high)]}
     return result
 
 
 def markdown(result: dict, title: str) -> str:
+    """A ``score_table`` result as markdown: the per-task table, then the aggregates' 95% CIs."""
     lines = [f"# {title}", "", f"Score: {result['score']}.", "",
-             "| task | return mean | return std | episodes | normalised score |", "| --- | ---: | ---: | ---: | ---: |"]
+             "| task | return mean | return std | episodes | normalised score |",
+             "| --- | ---: | ---: | ---: | ---: |"]
     for task, e in result["tasks"].items():
         ns = "n/a" if e["normalized_score"] is None else f"{e['normalized_score']:.1f}"
-        lines.append(f"| {task} | {e['return_mean']:.3f} | {e['return_std']:.3f} | {e['episodes']} | {ns} |")
+        lines.append(f"| {task} | {e['return_mean']:.3f} | {e['return_std']:.3f} | "
+                     f"{e['episodes']} | {ns} |")
     if result["aggregates"]:
-        lines += ["", "| aggregate | value | 95% CI (stratified bootstrap) |", "| --- | ---: | --- |"]
+        lines += ["", "| aggregate | value | 95% CI (stratified bootstrap) |",
+                  "| --- | ---: | --- |"]
         for name, a in result["aggregates"].items():
-            lines.append(f"| {name} | {a['value']:.3f} | [{a['ci95'][0]:.3f}, {a['ci95'][1]:.3f}] |")
+            lines.append(f"| {name} | {a['value']:.3f} | "
+                         f"[{a['ci95'][0]:.3f}, {a['ci95'][1]:.3f}] |")
     return "\n".join(lines) + "\n"

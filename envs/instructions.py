@@ -21,6 +21,7 @@ _WORD = re.compile(r"[a-z]+")
 
 
 def word_id(word: str) -> int:
+    """Id in [1, VOCAB_SIZE - 1] of a lower-cased word: CRC32 modulo the buckets (0 is padding)."""
     return 1 + zlib.crc32(word.encode()) % (VOCAB_SIZE - 1)
 
 

@@ -35,6 +35,7 @@ class PixelsAndInstruction(gym.ObservationWrapper):
         self._tokens = None
 
     def observation(self, obs):
+        """Channels-first pixels ``[3, H, W]`` and the mission's tokens ``[MAX_TOKENS]``."""
         # Missions change only between episodes; tokenise once per distinct string.
         if obs["mission"] != self._mission:
             self._mission = obs["mission"]

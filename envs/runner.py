@@ -19,7 +19,8 @@ from envs.suites import EnvConfig, build_suite
 from envs.trajectory import Trajectory
 
 
-def assign_tasks(runner_id: int, num_runners: int, envs_per_runner: int, num_tasks: int, runners_per_task: int = 0) -> list[int]:
+def assign_tasks(runner_id: int, num_runners: int, envs_per_runner: int, num_tasks: int,
+                 runners_per_task: int = 0) -> list[int]:
     """Task index of each env of one runner.
 
     ``runners_per_task > 0``: runner ``r`` plays task ``r // runners_per_task`` (the MI
@@ -35,6 +36,8 @@ def assign_tasks(runner_id: int, num_runners: int, envs_per_runner: int, num_tas
 
 
 class EnvRunner:
+    """A batch of environments and a CPU copy of the agent; each unroll is a ``Trajectory``."""
+
     def __init__(
         self,
         env_cfg: EnvConfig,
@@ -67,7 +70,8 @@ class EnvRunner:
         # Token-valued keys (the instruction): ids 0..high, read off the observation space.
         self.obs_vocab = {k: int(np.max(space[k].high)) + 1 for k in space
                           if k != "pixels" and np.issubdtype(space[k].dtype, np.integer)}
-        self.agent = Agent(agent_cfg, self.obs_shapes, self.suite.num_actions, len(self.suite.tasks), self.obs_vocab,
+        self.agent = Agent(agent_cfg, self.obs_shapes, self.suite.num_actions,
+                           len(self.suite.tasks), self.obs_vocab,
                            popart=popart)  # the learner's agent, so its weights load
         self.agent.eval()
         self.generator = torch.Generator().manual_seed(base_seed)
@@ -84,8 +88,9 @@ class EnvRunner:
         z = lambda dtype: np.zeros((T1, B), dtype)  # noqa: E731
         self.buf = dict(
             last_action=z(np.int64), last_reward=z(np.float32), reset=z(bool), task_id=z(np.int64),
-            action=z(np.int64), behaviour_logits=np.zeros((T1, B, A), np.float32), behaviour_value=z(np.float32),
-            reward=z(np.float32), terminated=z(bool), truncated=z(bool), final_value=z(np.float32),
+            action=z(np.int64), behaviour_logits=np.zeros((T1, B, A), np.float32),
+            behaviour_value=z(np.float32), reward=z(np.float32), terminated=z(bool),
+            truncated=z(bool), final_value=z(np.float32),
         )
         self.buf["task_id"][:] = np.asarray(self.tasks)[None]
 
@@ -120,7 +125,8 @@ class EnvRunner:
     def _final_values(self, t: int, final_obs: dict[int, dict], rewards: np.ndarray) -> None:
         """Value of the last observation of episodes truncated at step ``t``."""
         idx = sorted(final_obs)
-        rows = {k: torch.from_numpy(np.stack([final_obs[i][k] for i in idx])[None]) for k in self.obs}
+        rows = {k: torch.from_numpy(np.stack([final_obs[i][k] for i in idx])[None])
+                for k in self.obs}
         rows["last_action"] = torch.from_numpy(self.buf["action"][t, idx][None])
         rows["last_reward"] = torch.from_numpy(rewards[idx][None])
         rows["reset"] = torch.zeros(1, len(idx), dtype=torch.bool)
@@ -132,6 +138,7 @@ class EnvRunner:
     # ------------------------------------------------------------------ API
 
     def set_weights(self, weights: dict, version: int) -> None:
+        """Load the agent's ``state_dict``; later trajectories are stamped ``version``."""
         self.agent.load_state_dict(weights)
         self.version = version
 
@@ -163,7 +170,8 @@ class EnvRunner:
                 buf["truncated"][t - 1, i] = truncated and not terminated
                 done = terminated or truncated
                 if "episode" in info:
-                    episodes.append((int(self.tasks[i]), float(info["episode"]["r"]), int(info["episode"]["l"])))
+                    episodes.append((int(self.tasks[i]), float(info["episode"]["r"]),
+                                     int(info["episode"]["l"])))
                 if done:
                     if truncated and not terminated:
                         final_obs[i] = obs
@@ -187,16 +195,19 @@ class EnvRunner:
             obs={k: v.copy() for k, v in self.obs.items()},
             **{k: v.copy() for k, v in buf.items()},
             initial_state=initial_state,
-            chunk_states=None if chunk_states is None else tuple(np.stack(s) for s in zip(*chunk_states)),
+            chunk_states=(None if chunk_states is None
+                          else tuple(np.stack(s) for s in zip(*chunk_states))),
             policy_version=self.version,
             runner_id=self.runner_id,
             episodes=episodes,
         )
 
-    def rollout_with_info(self, weights: dict | None = None, version: int | None = None) -> tuple[Trajectory, dict]:
+    def rollout_with_info(self, weights: dict | None = None,
+                          version: int | None = None) -> tuple[Trajectory, dict]:
         """``rollout`` plus the small facts the driver reads without fetching the unroll."""
         traj = self.rollout(weights, version)
-        return traj, {"episodes": traj.episodes, "version": traj.policy_version, "steps": self.T * self.B}
+        return traj, {"episodes": traj.episodes, "version": traj.policy_version,
+                      "steps": self.T * self.B}
 
     @torch.inference_mode()
     def run_episodes(self, episodes_per_env: int | list[int], weights: dict | None = None,
@@ -225,7 +236,8 @@ class EnvRunner:
             if not reads_task:
                 rows.pop("task_id")
             out, self.state_before = self.agent(rows, self.state_before)
-            actions = torch.multinomial(torch.softmax(out.logits[0], -1), 1, generator=self.generator)[:, 0].numpy()
+            actions = torch.multinomial(torch.softmax(out.logits[0], -1), 1,
+                                        generator=self.generator)[:, 0].numpy()
             for i, env in enumerate(self.envs):
                 counting = done_count[i] < target[i]
                 obs, reward, terminated, truncated, info = env.step(int(actions[i]))
@@ -259,5 +271,6 @@ class EnvRunner:
         )
 
     def close(self) -> None:
+        """Close every environment."""
         for env in self.envs:
             env.close()

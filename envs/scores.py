@@ -129,7 +129,8 @@ def _suite(suite: str) -> _Suite:
         return _SUITES[suite]
     except KeyError:
         raise KeyError(
-            f"no reference scores for suite {suite!r}; registered suites: {', '.join(sorted(_SUITES))}"
+            f"no reference scores for suite {suite!r}; registered suites: "
+            f"{', '.join(sorted(_SUITES))}"
         ) from None
 
 
@@ -139,8 +140,11 @@ def has_reference_scores(suite: str) -> bool:
 
 
 def score_name(suite: str) -> str:
-    """What a suite's normalised score is called: "human-normalised" for Atari and
-    DMLab-30, "reference-normalised" for suites registered with their own table."""
+    """What a suite's normalised score is called.
+
+    "human-normalised" for Atari and DMLab-30, "reference-normalised" for suites
+    registered with their own table.
+    """
     return _suite(suite).score_name
 
 

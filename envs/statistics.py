@@ -49,7 +49,8 @@ def _matrix(scores: np.ndarray) -> np.ndarray:
     """Check and return ``scores`` as a float array [runs, tasks]."""
     scores = np.asarray(scores, dtype=np.float64)
     if scores.ndim != 2 or scores.size == 0:
-        raise ValueError(f"scores must be a non-empty [runs, tasks] matrix, got shape {scores.shape}")
+        raise ValueError(f"scores must be a non-empty [runs, tasks] matrix, got shape "
+                         f"{scores.shape}")
     if np.isnan(scores).any():
         raise ValueError("scores contain NaN; drop or fill the missing runs first")
     return scores

@@ -23,20 +23,28 @@ from agents.registry import Registry
 
 @dataclass
 class EnvConfig:
+    """The ``env`` section of a config: the suite, its tasks, and the Atari settings."""
+
     suite: str = "minigrid"  # which suite: a name in envs.ENVS (minigrid, atari, lab30, lab6)
     level: str = "MiniGrid-Empty-5x5-v0"  # MiniGrid/BabyAI env id (suite minigrid)
-    levels: list[str] = field(default_factory=list)  # several MiniGrid ids, one task each (replaces level)
+    # several MiniGrid ids, one task each (replaces level)
+    levels: list[str] = field(default_factory=list)
     game: str = "Pong"  # ALE game name (suite atari)
-    games: list[str] = field(default_factory=list)  # several games, one task each (replaces game; full action set)
-    protocol: Literal["dqn", "machado"] = "dqn"  # Atari protocol: dqn (no-op starts) or machado (sticky actions, full action set)
+    # several games, one task each (replaces game; full action set)
+    games: list[str] = field(default_factory=list)
+    # Atari protocol: dqn (no-op starts) or machado (sticky actions, full action set)
+    protocol: Literal["dqn", "machado"] = "dqn"
     episodic_life: bool = False  # Atari: a life loss ends the learning episode (PPO preset)
     max_episode_frames: int = 108_000  # Atari episode cap in emulator frames (30 min of play)
     frame_stack: int = 4  # Atari: frames stacked into one observation
-    full_action_space: bool | None = None  # Atari: force the 18-action set on/off (None: the protocol's; multitask: on)
+    # Atari: force the 18-action set on/off (None: the protocol's; multitask: on)
+    full_action_space: bool | None = None
 
 
 @dataclass
 class SuiteSpec:
+    """A built suite: its tasks, a picklable env factory, the action count and score table."""
+
     tasks: list[str]  # task names; the index is the task ID
     make: Callable[[int, int], gym.Env]  # (task_index, seed) -> env; picklable
     num_actions: int
@@ -55,7 +63,8 @@ def _make_minigrid(level_ids: list[str], task: int, seed: int) -> gym.Env:
     return env
 
 
-def _make_atari(cfg: EnvConfig, games: list[str], full_action_space: bool | None, task: int, seed: int) -> gym.Env:
+def _make_atari(cfg: EnvConfig, games: list[str], full_action_space: bool | None, task: int,
+                seed: int) -> gym.Env:
     from envs.atari import make_atari
 
     env = make_atari(
@@ -72,8 +81,10 @@ def _make_atari(cfg: EnvConfig, games: list[str], full_action_space: bool | None
 
 
 def config_tasks(cfg: EnvConfig) -> tuple[str, list[str]] | None:
-    """(config key, task ids) of the suites whose tasks the config names (minigrid: levels,
-    atari: games); None for suites with a fixed task list."""
+    """(config key, task ids) of the suites whose tasks the config names.
+
+    minigrid: levels, atari: games; None for suites with a fixed task list.
+    """
     if cfg.suite == "minigrid":
         return ("env.levels", list(cfg.levels)) if cfg.levels else ("env.level", [cfg.level])
     if cfg.suite == "atari":
@@ -83,12 +94,14 @@ def config_tasks(cfg: EnvConfig) -> tuple[str, list[str]] | None:
 
 @ENVS.register("minigrid")
 def minigrid_suite(cfg: EnvConfig) -> SuiteSpec:
+    """MiniGrid/BabyAI levels as tasks: 7 actions, raw returns (no score table)."""
     levels = config_tasks(cfg)[1]
     return SuiteSpec(levels, functools.partial(_make_minigrid, levels), 7, "none")
 
 
 @ENVS.register("atari")
 def atari_suite(cfg: EnvConfig) -> SuiteSpec:
+    """ALE games as tasks, 4 frames a step; the action count is probed from the first game."""
     games = config_tasks(cfg)[1]
     full = True if len(games) > 1 else cfg.full_action_space  # one action space for all games
     make = functools.partial(_make_atari, cfg, games, full)
@@ -99,8 +112,10 @@ def atari_suite(cfg: EnvConfig) -> SuiteSpec:
 
 
 def check_task_ids(cfg: EnvConfig) -> None:
-    """Raise ``KeyError`` naming close valid ids when a MiniGrid level or an Atari game is not
-    registered with gymnasium (no env is built, so this is cheap enough for config validation)."""
+    """Raise ``KeyError`` naming close valid ids for an unregistered MiniGrid level or Atari game.
+
+    Checks gymnasium's registry; no env is built, so this is cheap enough for config validation.
+    """
     import difflib
 
     named = config_tasks(cfg)
@@ -121,11 +136,13 @@ def check_task_ids(cfg: EnvConfig) -> None:
     for name in names:
         if gym_id.format(name) not in gym.registry:
             close = difflib.get_close_matches(name, valid, n=5, cutoff=0.5)
-            hint = f"did you mean {', '.join(close)}?" if close else f"valid ids include {', '.join(valid[:8])}, ..."
+            hint = (f"did you mean {', '.join(close)}?" if close
+                    else f"valid ids include {', '.join(valid[:8])}, ...")
             raise KeyError(f"{key}: unknown {cfg.suite} id {name!r}; {hint}")
 
 
 def build_suite(cfg: EnvConfig) -> SuiteSpec:
+    """The ``SuiteSpec`` that ``cfg.suite`` names (importing ``envs`` registers the lab suites)."""
     import envs  # noqa: F401  (registers the lab suites)
 
     return ENVS.get(cfg.suite)(cfg)

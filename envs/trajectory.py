@@ -29,6 +29,8 @@ import numpy as np
 
 @dataclass
 class Trajectory:
+    """One unroll of raw experience: time-major numpy arrays ``[T + 1, B, ...]``."""
+
     obs: dict[str, np.ndarray]  # each [T+1, B, ...]
     last_action: np.ndarray  # [T+1, B] int64
     last_reward: np.ndarray  # [T+1, B] float32
@@ -42,7 +44,8 @@ class Trajectory:
     truncated: np.ndarray  # [T+1, B] bool
     final_value: np.ndarray  # [T+1, B] float32
     initial_state: tuple[np.ndarray, ...]  # core state before row 0, each [B, ...]
-    chunk_states: tuple[np.ndarray, ...] | None = None  # core state before rows 0, k, 2k, ..., each [T / k, B, ...]
+    # core state before rows 0, k, 2k, ..., each [T / k, B, ...]
+    chunk_states: tuple[np.ndarray, ...] | None = None
     policy_version: int = 0
     runner_id: int = 0
     # Whole episodes that ended during this unroll: (task_id, return, length in agent steps).
@@ -55,10 +58,12 @@ class Trajectory:
 
     @property
     def unroll_length(self) -> int:
+        """``T``: the rows minus one, since row ``T`` is also row 0 of the next unroll."""
         return self.reset.shape[0] - 1
 
     @property
     def batch_size(self) -> int:
+        """``B``: the number of environments (of all joined runners after ``concat``)."""
         return self.reset.shape[1]
 
     @staticmethod
@@ -69,9 +74,11 @@ class Trajectory:
         return Trajectory(
             obs={k: cat([t.obs[k] for t in trajectories]) for k in first.obs},
             **{f: cat([getattr(t, f) for t in trajectories]) for f in Trajectory.STEP_FIELDS},
-            initial_state=tuple(cat([t.initial_state[i] for t in trajectories], 0) for i in range(len(first.initial_state))),
+            initial_state=tuple(cat([t.initial_state[i] for t in trajectories], 0)
+                                for i in range(len(first.initial_state))),
             chunk_states=None if first.chunk_states is None else tuple(
-                cat([t.chunk_states[i] for t in trajectories], 1) for i in range(len(first.chunk_states))),
+                cat([t.chunk_states[i] for t in trajectories], 1)
+                for i in range(len(first.chunk_states))),
             policy_version=min(t.policy_version for t in trajectories),
             runner_id=first.runner_id,
             episodes=[e for t in trajectories for e in t.episodes],

@@ -56,8 +56,11 @@ def write_video(frames: list[np.ndarray], stem: Path, fps: int) -> Path:
 
 
 def with_strip(frame: np.ndarray, active: np.ndarray, height: int = 12) -> np.ndarray:
-    """``frame`` with a strip under it: one cell per unit, white when the unit was active
-    at this step, dark grey when not (RIMs: which mechanisms the step updated)."""
+    """``frame`` with a strip under it that shows which units were active at this step.
+
+    One cell per unit, white when the unit was active at this step, dark grey when not
+    (RIMs: which mechanisms the step updated).
+    """
     h, w = frame.shape[:2]
     strip = np.full((height, w, 3), 40, dtype=np.uint8)
     edges = np.linspace(0, w, len(active) + 1).astype(int)
@@ -68,10 +71,14 @@ def with_strip(frame: np.ndarray, active: np.ndarray, height: int = 12) -> np.nd
 
 def record(runner, weights: dict, episodes: int, out_dir: Path, task_name: str, suite: str,
            unit_strip: bool = False) -> list[Path]:
-    """Play ``episodes`` whole episodes on ``runner``'s first env and write one file each,
-    named ``<task>_ep<k>_return<R>_steps<L>`` (one frame per agent step); returns the paths."""
+    """Play ``episodes`` whole episodes on ``runner``'s first env and write one file each.
+
+    Files are named ``<task>_ep<k>_return<R>_steps<L>`` (one frame per agent step); returns
+    the paths.
+    """
     if unit_strip and not hasattr(runner.agent.core, "last_active"):
-        raise ValueError(f"the unit strip shows which RIMs are active; this agent's core is {type(runner.agent.core).__name__}")
+        raise ValueError(f"the unit strip shows which RIMs are active; this agent's core is "
+                         f"{type(runner.agent.core).__name__}")
     out_dir.mkdir(parents=True, exist_ok=True)
     safe = re.sub(r"[^A-Za-z0-9_.-]+", "-", task_name).strip("-")
     fps = FPS.get(suite, FPS["default"])
@@ -87,7 +94,8 @@ def record(runner, weights: dict, episodes: int, out_dir: Path, task_name: str, 
         frames.append(frame)
         if episode is not None:  # (return, length): the step that ended it is the last frame
             ret, steps = episode
-            paths.append(write_video(frames, out_dir / f"{safe}_ep{len(paths) + 1:02d}_return{ret:+g}_steps{steps}", fps))
+            paths.append(write_video(frames, out_dir / f"{safe}_ep{len(paths) + 1:02d}"
+                                                       f"_return{ret:+g}_steps{steps}", fps))
             frames.clear()
 
     per_env = [episodes] + [0] * (runner.B - 1)

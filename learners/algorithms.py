@@ -26,6 +26,8 @@ from learners.ppo import ppo_update
 
 @dataclass(frozen=True)
 class Algorithm:
+    """One ``LEARNERS`` entry: the four parts the module docstring lists."""
+
     update: Callable  # (learner, batch, state) -> dict of metrics
     unrolls_per_update: Callable  # (cfg) -> int
     check: Callable  # (cfg) -> Optional[str]
@@ -36,7 +38,8 @@ LEARNERS: Registry[Algorithm] = Registry("learner")
 
 
 def _recurrence_check(L) -> str | None:
-    if L.recurrence < 0 or L.recurrence > L.unroll_length or (L.recurrence and L.unroll_length % L.recurrence):
+    if L.recurrence < 0 or L.recurrence > L.unroll_length or (
+            L.recurrence and L.unroll_length % L.recurrence):
         return (f"learner.recurrence={L.recurrence} must be 0 (whole unrolls) or divide "
                 f"learner.unroll_length={L.unroll_length}")
     return None
@@ -46,22 +49,29 @@ def _impala_check(cfg) -> str | None:
     L = cfg.learner
     for key, on in (("recurrence", L.recurrence), ("clip_value", L.clip_value)):
         if on and not L.fixed_targets:
-            return (f"learner.{key} needs targets fixed for the whole update: set learner.fixed_targets=true "
+            return (f"learner.{key} needs targets fixed for the whole update: "
+                    "set learner.fixed_targets=true "
                     f"(or learner.{key}={'0' if key == 'recurrence' else 'false'})")
     if (problem := _recurrence_check(L)) is not None:
         return problem
-    if cfg.learner.batch_size < cfg.runtime.envs_per_runner or cfg.learner.batch_size % cfg.runtime.envs_per_runner:
-        return (f"IMPALA batches whole runner trajectories: learner.batch_size={cfg.learner.batch_size} must be "
+    if (cfg.learner.batch_size < cfg.runtime.envs_per_runner
+            or cfg.learner.batch_size % cfg.runtime.envs_per_runner):
+        return ("IMPALA batches whole runner trajectories: "
+                f"learner.batch_size={cfg.learner.batch_size} must be "
                 f"a multiple of runtime.envs_per_runner={cfg.runtime.envs_per_runner}")
-    if cfg.learner.lock_step and cfg.learner.batch_size != max(cfg.runtime.num_runners, 1) * cfg.runtime.envs_per_runner:
-        return (f"learner.lock_step: a batch is one unroll from every runner, so learner.batch_size="
-                f"{cfg.learner.batch_size} must be runtime.num_runners x runtime.envs_per_runner = "
+    if cfg.learner.lock_step and cfg.learner.batch_size != (
+            max(cfg.runtime.num_runners, 1) * cfg.runtime.envs_per_runner):
+        return ("learner.lock_step: a batch is one unroll from every runner, so "
+                f"learner.batch_size={cfg.learner.batch_size} must be "
+                "runtime.num_runners x runtime.envs_per_runner = "
                 f"{max(cfg.runtime.num_runners, 1) * cfg.runtime.envs_per_runner}")
     chunks = L.unroll_length // L.recurrence if L.recurrence else 1
     if (L.batch_size * chunks) % L.minibatches:
-        what = f"{L.batch_size} unrolls x {chunks} chunks" if chunks > 1 else f"{L.batch_size} unrolls"
+        what = (f"{L.batch_size} unrolls x {chunks} chunks" if chunks > 1
+                else f"{L.batch_size} unrolls")
         return (f"IMPALA splits each batch's sequences (learner.batch_size={what}) into "
-                f"learner.minibatches={L.minibatches} equal groups; make the sequence count divisible by it")
+                f"learner.minibatches={L.minibatches} equal groups; "
+                "make the sequence count divisible by it")
     return None
 
 
@@ -75,24 +85,24 @@ def _ppo_check(cfg) -> str | None:
     chunks = L.unroll_length // L.recurrence if L.recurrence else 1
     sequences = n_envs * chunks
     if sequences % L.minibatches:
-        what = f"{n_envs} envs x {chunks} chunks of learner.recurrence={L.recurrence} steps" if chunks > 1 else \
-            f"whole unrolls of its {n_envs} envs"
+        what = f"{n_envs} envs x {chunks} chunks of learner.recurrence={L.recurrence} steps" \
+            if chunks > 1 else f"whole unrolls of its {n_envs} envs"
         return (f"PPO splits its {sequences} sequences ({what}; envs = runtime.num_runners x "
-                f"runtime.envs_per_runner) into learner.minibatches={L.minibatches} minibatches; make the sequence "
-                "count divisible by it")
+                f"runtime.envs_per_runner) into learner.minibatches={L.minibatches} minibatches; "
+                "make the sequence count divisible by it")
     return None
 
 
 LEARNERS.register("impala")(Algorithm(
     impala_update, check=_impala_check,
     # The paper's: one step per batch on the loss summed over its steps (scalable_agent).
-    defaults=dict(lock_step=False, epochs=1, minibatches=1, normalize_advantages=False, loss_reduction="sum",
-                  clip_value=False),
+    defaults=dict(lock_step=False, epochs=1, minibatches=1, normalize_advantages=False,
+                  loss_reduction="sum", clip_value=False),
     unrolls_per_update=lambda cfg: cfg.learner.batch_size // cfg.runtime.envs_per_runner,
 ))
 LEARNERS.register("ppo")(Algorithm(
     ppo_update, check=_ppo_check,
-    defaults=dict(lock_step=True, epochs=4, minibatches=4, normalize_advantages=True, loss_reduction="mean",
-                  clip_value=True),
+    defaults=dict(lock_step=True, epochs=4, minibatches=4, normalize_advantages=True,
+                  loss_reduction="mean", clip_value=True),
     unrolls_per_update=lambda cfg: max(cfg.runtime.num_runners, 1),
 ))

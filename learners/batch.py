@@ -1,5 +1,6 @@
-"""The learner's batch: a ``Trajectory``'s fields as tensors, typed (STYLE.md rule 6's
-container on the learner's side).
+"""The learner's batch: a ``Trajectory``'s fields as typed tensors.
+
+STYLE.md rule 6's container on the learner's side.
 
 Every step field is time-major ``[T + 1, B]`` (``behaviour_logits`` ``[T + 1, B, A]``, each
 observation ``[T + 1, B, ...]``) on the learner's device, as ``envs/trajectory.py`` describes
@@ -26,6 +27,8 @@ from agents.agent import STEP_KEYS
 
 @dataclass
 class Batch:
+    """One batch of unrolls on the learner's device (the module docstring gives the shapes)."""
+
     obs: dict[str, Tensor]
     last_action: Tensor
     last_reward: Tensor
@@ -39,12 +42,14 @@ class Batch:
     truncated: Tensor
     final_value: Tensor
     mask: Tensor | None = None  # [T + 1, B]: 1 on real steps, 0 on padding columns
-    # Targets fixed for an update's epochs (PPO's GAE; IMPALA's V-trace with learner.fixed_targets), [T, B]:
+    # Targets fixed for an update's epochs (PPO's GAE; IMPALA's V-trace with
+    # learner.fixed_targets), [T, B]:
     advantages: Tensor | None = None  # the policy gradient's advantages
     returns: Tensor | None = None  # the value targets, in the head's value space
-    old_values: Tensor | None = None  # the values at the update's start (the value clip's centre)
-    value_targets: Tensor | None = None  # IMPALA: V-trace's vs at return scale (PopArt's statistics)
-    chunk_states: tuple[Tensor, ...] | None = None  # the runner's core states before rows 0, k, 2k, ... [T / k, B, ...]
+    old_values: Tensor | None = None  # values at the update's start (the value clip's centre)
+    value_targets: Tensor | None = None  # IMPALA: V-trace vs at return scale (PopArt's statistics)
+    # The runner's core states before rows 0, k, 2k, ... [T / k, B, ...]:
+    chunk_states: tuple[Tensor, ...] | None = None
 
     @property
     def unroll_length(self) -> int:
@@ -53,8 +58,10 @@ class Batch:
 
     @property
     def steps(self) -> int:
-        """The rows a loss reads: ``T``, or ``k`` once the batch is cut into chunks of ``k``
-        (targets fixed, the trajectory fields may carry one row more than the targets)."""
+        """The rows a loss reads: ``T``, or ``k`` once the batch is cut into chunks of ``k``.
+
+        With targets fixed, the trajectory fields may carry one row more than the targets.
+        """
         return self.unroll_length if self.advantages is None else self.advantages.shape[0]
 
     def inputs(self) -> dict[str, Tensor]:
@@ -63,12 +70,14 @@ class Batch:
 
     def map(self, fn: Callable[[Tensor], Tensor]) -> Batch:
         """A new batch with ``fn`` applied to every tensor (absent optional fields stay absent)."""
-        fields = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name not in ("obs", "chunk_states")}
+        fields = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)
+                  if f.name not in ("obs", "chunk_states")}
         # chunk_states index whole unrolls: they do not survive a cut or a column pick.
         return Batch(obs={k: fn(v) for k, v in self.obs.items()},
                      **{k: None if v is None else fn(v) for k, v in fields.items()})
 
     def replace(self, **changes) -> Batch:
+        """A copy with the named fields replaced (``dataclasses.replace``; tensors are shared)."""
         return dataclasses.replace(self, **changes)
 
     @staticmethod
@@ -80,8 +89,11 @@ class Batch:
 
 
 def minibatches(batch: Batch, state: tuple, n: int, generator: torch.Generator | None = None):
-    """Split the sequences (dim 1: envs, or (env, chunk) pairs) into ``n`` random groups
-    (``n = 1``: the batch itself, uncopied)."""
+    """Split the sequences into ``n`` random groups; yields ``(batch, core state)`` per group.
+
+    The sequences are dim 1: envs, or (env, chunk) pairs. ``n = 1`` yields the batch itself,
+    uncopied.
+    """
     if n == 1:
         yield batch, state
         return
@@ -94,17 +106,20 @@ def minibatches(batch: Batch, state: tuple, n: int, generator: torch.Generator |
 
 @torch.no_grad()
 def chunk_sequences(learner, batch: Batch, state: tuple, k: int) -> tuple[Batch, tuple]:
-    """Cut ``[T (+1), B]`` sequences into ``T / k`` chunks of ``k`` rows each -> ``[k, (T / k) B]``
-    (chunk-major: column ``c B + b`` is chunk ``c`` of env ``b``), with the core state before
-    each chunk: the runners' own (``batch.chunk_states``, recorded while acting) when they
-    carry them, else from one pass of the current agent over the batch (the same states for
-    a lock-step batch, up to float rounding)."""
+    """Cut ``[T (+1), B]`` sequences into ``T / k`` chunks of ``k`` rows: ``[k, (T / k) B]``.
+
+    Chunk-major: column ``c B + b`` is chunk ``c`` of env ``b``. Returns the chunks with the
+    core state before each chunk: the runners' own (``batch.chunk_states``, recorded while
+    acting) when they carry them, else from one pass of the current agent over the batch (the
+    same states for a lock-step batch, up to float rounding).
+    """
     T = batch.steps
     starts = range(0, T, k)
     chunks = batch.map(lambda v: torch.cat([v[c : c + k] for c in starts], dim=1))
     stored = batch.chunk_states
     if stored is not None and stored[0].shape[0] == len(starts):
-        return chunks, tuple(s.reshape(-1, *s.shape[2:]) for s in stored)  # [C, B, ...] -> [C B, ...], chunk-major
+        # [C, B, ...] -> [C B, ...], chunk-major
+        return chunks, tuple(s.reshape(-1, *s.shape[2:]) for s in stored)
     states = []
     for c in starts:
         states.append(state)

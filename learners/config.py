@@ -35,24 +35,29 @@ class RunStopped(RuntimeError):
 
 @dataclass
 class RunConfig:
+    """The ``run:`` section: one run's name, output directory, length, seed, checkpoints, logs."""
+
     name: str = ""  # run name; default: <config file stem>-<timestamp>
     dir: str = ""  # exact output directory of this run; default runs/<name>
-    total_frames: int = 1_000_000  # stop after this many environment frames (Atari: agent steps x 4)
+    total_frames: int = 1_000_000  # stop after this many env frames (Atari: agent steps x 4)
     seed: int = 0  # seeds torch, numpy and every environment
-    checkpoint_every_s: float = 300.0  # write a checkpoint this often (and at the end, and on Ctrl-C)
+    checkpoint_every_s: float = 300.0  # checkpoint this often (and at the end, and on Ctrl-C)
     keep_checkpoints: int = 3  # older checkpoints are deleted
     log_every_s: float = 5.0  # progress line and TensorBoard scalars this often
 
 
 @dataclass
 class RuntimeConfig:
+    """The ``runtime:`` section: the runner actors, their envs and threads, Ray, learner CPUs."""
+
     num_runners: int = 2  # EnvRunner actors; 0 = one runner in-process, no Ray
     envs_per_runner: int = 8  # environments each runner steps as one batch
     address: str = ""  # Ray address: "" = start a local instance, "auto" = join a running cluster
     runners_per_task: int = 0  # multitask: runners per task (0 = spread tasks over runners evenly)
     torch_threads: int = 1  # intra-op threads in each runner (1 runner = 1 CPU)
-    learner_threads: int = 0  # intra-op threads of a CPU learner (0 = as many as runtime.learner_cpus)
-    learner_cpus: float = 1.0  # CPUs the learner actor reserves on its node (raise it for a many-core CPU learner)
+    learner_threads: int = 0  # intra-op threads of a CPU learner (0 = as many as learner_cpus)
+    # CPUs the learner actor reserves on its node (raise it for a many-core CPU learner)
+    learner_cpus: float = 1.0
 
 
 Optimizer = Literal["rmsprop", "rmsprop_tf", "adam"]
@@ -61,9 +66,13 @@ OPTIMIZERS = typing.get_args(Optimizer)
 
 @dataclass
 class OptimizerConfig:
-    name: Optimizer = "rmsprop"  # rmsprop (PyTorch's), rmsprop_tf (TF1's, as IMPALA tuned it: learners/optim.py) or adam (PPO)
+    """The ``learner.optimizer:`` section: the optimizer, its learning rate and gradient clip."""
+
+    # rmsprop (PyTorch's), rmsprop_tf (TF1's, as IMPALA tuned it: learners/optim.py) or adam (PPO)
+    name: Optimizer = "rmsprop"
     lr: float = 6e-4  # initial learning rate
-    lr_schedule: Literal["linear", "constant"] = "linear"  # linear decay to 0 over run.total_frames, or constant
+    # linear decay to 0 over run.total_frames, or constant
+    lr_schedule: Literal["linear", "constant"] = "linear"
     alpha: float = 0.99  # RMSProp smoothing constant
     eps: float = 0.01  # RMSProp/Adam epsilon (IMPALA: 0.01 with RMSProp; PPO: 1e-5 with Adam)
     momentum: float = 0.0  # RMSProp momentum
@@ -72,6 +81,8 @@ class OptimizerConfig:
 
 @dataclass
 class LearnerConfig:
+    """The ``learner:`` section: the algorithm, its targets and loss, and the learner's device."""
+
     name: str = "impala"  # impala or ppo
     device: str = "auto"  # auto (cuda if the learner's node has a GPU), cpu, cuda
     unroll_length: int = 20  # T: steps per trajectory
@@ -79,40 +90,66 @@ class LearnerConfig:
     gamma: float = 0.99  # discount
     entropy_cost: float = 0.01  # weight of the entropy bonus
     baseline_cost: float = 0.5  # weight of the value loss
-    reward_clip: Literal["none", "clip", "soft_asymmetric"] = "clip"  # none, clip ([-1, 1], Atari), soft_asymmetric (DMLab)
+    # none, clip ([-1, 1], Atari), soft_asymmetric (DMLab)
+    reward_clip: Literal["none", "clip", "soft_asymmetric"] = "clip"
     lambda_: float = 1.0  # V-trace lambda / GAE lambda
     clip_rho_threshold: float = 1.0  # V-trace rho-bar
     clip_pg_rho_threshold: float = 1.0  # V-trace rho-bar for the policy gradient
     clip_c_threshold: float = 1.0  # V-trace c-bar
-    surrogate_clip: float = 0.0  # IMPALA: 0 = the paper's policy gradient; eps > 0 = PPO's clipped surrogate on pi/mu (RLlib's APPO)
-    fixed_targets: bool = False  # IMPALA: V-trace once per batch from the weights at its start, kept through epochs/minibatches (as PPO's GAE); false = at every step
-    # Both losses; their defaults come from the algorithm (learners/algorithms.py)
-    lock_step: bool | None = None  # runners wait for each update, so every batch is on-policy; default: PPO yes, IMPALA no
+    # IMPALA: 0 = the paper's policy gradient; eps > 0 = PPO's clipped surrogate on pi/mu
+    # (RLlib's APPO)
+    surrogate_clip: float = 0.0
+    # IMPALA: V-trace once per batch from the weights at its start, kept through
+    # epochs/minibatches (as PPO's GAE); false = at every step
+    fixed_targets: bool = False
+
+    # Both losses; their defaults come from the algorithm (learners/algorithms.py):
+
+    # runners wait for each update, so every batch is on-policy; default: PPO yes, IMPALA no
+    lock_step: bool | None = None
     epochs: int | None = None  # passes over each batch; default: PPO 4, IMPALA 1 (the paper's)
-    minibatches: int | None = None  # steps per pass, each on a random group of whole sequences; default: PPO 4, IMPALA 1
-    normalize_advantages: bool | None = None  # advantages / their std per (mini)batch; default: on for PPO, off for IMPALA
-    loss_reduction: Literal["sum", "mean"] | None = None  # loss over the (mini)batch's steps: sum (IMPALA's paper) or mean (PPO); sets what optimizer.eps and max_grad_norm mean
-    recurrence: int = 0  # cut each unroll into sequences of this many steps for the minibatches (0 = whole unrolls; IMPALA: with fixed_targets)
+    # steps per pass, each on a random group of whole sequences; default: PPO 4, IMPALA 1
+    minibatches: int | None = None
+    # advantages / their std per (mini)batch; default: on for PPO, off for IMPALA
+    normalize_advantages: bool | None = None
+    # loss over the (mini)batch's steps: sum (IMPALA's paper) or mean (PPO); sets what
+    # optimizer.eps and max_grad_norm mean
+    loss_reduction: Literal["sum", "mean"] | None = None
+    # cut each unroll into sequences of this many steps for the minibatches (0 = whole
+    # unrolls; IMPALA: with fixed_targets)
+    recurrence: int = 0
     clip_eps: float = 0.1  # PPO's ratio clip; the value clip's half-width when clip_value
-    clip_value: bool | None = None  # clip the value update around the update's starting values; default: PPO yes, IMPALA no (IMPALA: with fixed_targets)
-    # PPO only
+    # clip the value update around the update's starting values; default: PPO yes, IMPALA no
+    # (IMPALA: with fixed_targets)
+    clip_value: bool | None = None
+
+    # PPO only:
+
     target_kl: float = 0.0  # stop the epochs early when approx KL exceeds this (0 = off)
-    # Both losses
+
+    # Both losses:
+
     popart: bool = False  # per-task PopArt value normalisation (Hessel et al. 2019)
     popart_beta: float = 3e-4  # PopArt statistics step size
-    mixed_precision: bool = False  # bfloat16 autocast for the learner's forward (CUDA; CPU with bf16 instructions)
-    max_skipped_updates: int = 5  # stop the run after this many updates in a row with a non-finite loss or gradient
+    # bfloat16 autocast for the learner's forward (CUDA; CPU with bf16 instructions)
+    mixed_precision: bool = False
+    # stop the run after this many updates in a row with a non-finite loss or gradient
+    max_skipped_updates: int = 5
     optimizer: OptimizerConfig = field(default_factory=OptimizerConfig)
 
 
 @dataclass
 class EvalConfig:
+    """The ``eval:`` section: evaluation episodes during training (how often, how many)."""
+
     every_frames: int = 0  # evaluate during training every this many frames (0 = never)
     episodes: int = 10  # episodes per task per evaluation
 
 
 @dataclass
 class ExperimentConfig:
+    """A whole experiment: one section per component, as ``load_config`` builds and validates it."""
+
     run: RunConfig = field(default_factory=RunConfig)
     runtime: RuntimeConfig = field(default_factory=RuntimeConfig)
     env: EnvConfig = field(default_factory=EnvConfig)
@@ -190,7 +227,8 @@ def from_dict(cls: type, data: dict, prefix: str = "") -> Any:
         full = f"{prefix}.{key}" if prefix else key
         if key not in names:
             where = f"under '{prefix}'" if prefix else "at the top level"
-            raise ConfigError(f"unknown config key '{full}'; valid keys {where}: {', '.join(names)}")
+            raise ConfigError(f"unknown config key '{full}'; "
+                              f"valid keys {where}: {', '.join(names)}")
         kwargs[key] = _coerce(value, hints[key], full)
     try:
         return cls(**kwargs)
@@ -199,6 +237,7 @@ def from_dict(cls: type, data: dict, prefix: str = "") -> Any:
 
 
 def to_dict(cfg: Any) -> dict:
+    """A config dataclass as nested plain dicts and lists (``dataclasses.asdict``)."""
     return dataclasses.asdict(cfg)
 
 
@@ -219,12 +258,15 @@ def _yaml_problem(e: yaml.YAMLError) -> str:
 
 
 def read_yaml(path: Path) -> Any:
-    """A YAML file's contents; unreadable text or a syntax error is a ConfigError naming the
-    file and the line."""
+    """A YAML file's contents, parsed.
+
+    Unreadable text or a syntax error is a ConfigError naming the file and the line.
+    """
     try:
         text = path.read_text(encoding="utf-8")
     except UnicodeDecodeError as e:
-        raise ConfigError(f"{path}: not UTF-8 text (byte {e.start} is 0x{e.object[e.start]:02x}); is it a YAML config?") from None
+        raise ConfigError(f"{path}: not UTF-8 text (byte {e.start} is 0x{e.object[e.start]:02x}); "
+                          "is it a YAML config?") from None
     except OSError as e:
         raise ConfigError(f"{path}: cannot read it ({e.strerror})") from None
     try:
@@ -243,7 +285,8 @@ def parse_overrides(overrides: list[str]) -> list[tuple[str, Any]]:
         try:
             value = yaml.safe_load(raw) if raw.strip() else ""
         except yaml.YAMLError as e:
-            raise ConfigError(f"override {item!r}: the value is not valid YAML ({_yaml_problem(e)})") from None
+            raise ConfigError(f"override {item!r}: the value is not valid YAML "
+                              f"({_yaml_problem(e)})") from None
         out.append((key.strip(), value))
     return out
 
@@ -293,18 +336,22 @@ def _interval(low, high, low_open: bool, high_open: bool) -> str:
     return f"in {'(' if low_open else '['}{low}, {high}{')' if high_open else ']'}"
 
 
-def check_range(key: str, value, low, high, low_open: bool = False, high_open: bool = False) -> None:
+def check_range(key: str, value, low, high, low_open: bool = False,
+                high_open: bool = False) -> None:
     """ConfigError naming ``key`` unless ``value`` is finite and inside the interval."""
     ok = isinstance(value, (int, float)) and math.isfinite(value)
     ok = ok and (low is None or (value > low if low_open else value >= low))
     ok = ok and (high is None or (value < high if high_open else value <= high))
     if not ok:
-        raise ConfigError(f"{key} must be {_interval(low, high, low_open, high_open)}, got {value!r}")
+        raise ConfigError(f"{key} must be {_interval(low, high, low_open, high_open)}, "
+                          f"got {value!r}")
 
 
 def _check_option_ranges(options: dict, key: str) -> None:
-    """Component options: every integer is a size or a count (>= 1), every ``*dropout`` a
-    probability in [0, 1)."""
+    """Range-check component options; a value out of range is a ConfigError naming its key.
+
+    Every integer is a size or a count (>= 1), every ``*dropout`` a probability in [0, 1).
+    """
     for name, value in options.items():
         if isinstance(value, bool):
             continue
@@ -314,8 +361,8 @@ def _check_option_ranges(options: dict, key: str) -> None:
             check_range(f"{key}.{name}", value, 0, 1, False, True)
 
 
-def load_config(path: str | Path | None = None, overrides: list[str] | None = None, base: dict | None = None,
-                runtime: bool = True) -> ExperimentConfig:
+def load_config(path: str | Path | None = None, overrides: list[str] | None = None,
+                base: dict | None = None, runtime: bool = True) -> ExperimentConfig:
     """Read YAML (or start from ``base``), apply overrides, validate every key and combination."""
     data: dict = dict(base or {})
     if path is not None:
@@ -336,8 +383,11 @@ def load_config(path: str | Path | None = None, overrides: list[str] | None = No
 
 
 def migrate(data: dict) -> dict:
-    """Keys older mira wrote, in place, with what they mean now: ``agent.popart`` (a copy of
-    ``learner.popart`` that every saved config.yaml and checkpoint up to 2026-11 carries)."""
+    """Replace, in place, keys older mira wrote with what they mean now; returns ``data``.
+
+    ``agent.popart`` is a copy of ``learner.popart`` that every saved config.yaml and
+    checkpoint up to 2026-11 carries.
+    """
     agent = data.get("agent")
     if isinstance(agent, dict) and "popart" in agent:
         if agent.pop("popart") is True:  # the agent had PopArt's output layer: its weights need it
@@ -348,21 +398,28 @@ def migrate(data: dict) -> dict:
 
 
 def _reset_switched_options(data: dict, parsed: list[tuple[str, Any]]) -> None:
-    """An override that switches ``agent.core``, ``agent.head`` or ``agent.torso`` to another
+    """Drop the file's options of a core, head or torso that an override switches; say so.
+
+    An override that switches ``agent.core``, ``agent.head`` or ``agent.torso`` to another
     component drops the options the file set for the old one (they are rarely options of
-    the new one; option overrides given with the switch still apply); says so in one line."""
+    the new one; option overrides given with the switch still apply); says so in one line.
+    """
     agent = data.get("agent") if isinstance(data.get("agent"), dict) else {}
     for part in ("core", "head", "torso"):
         new = next((v for k, v in reversed(parsed) if k == f"agent.{part}"), None)
         old, options = agent.get(part), agent.get(f"{part}_options")
-        replaced = any(k == f"agent.{part}_options" for k, _ in parsed)  # the overrides set the whole mapping
+        # the overrides set the whole mapping
+        replaced = any(k == f"agent.{part}_options" for k, _ in parsed)
         if new is None or new == old or not options or replaced:
             continue
         agent[f"{part}_options"] = {}
-        given = sorted(k.split(".", 2)[2] for k, _ in parsed if k.startswith(f"agent.{part}_options."))
-        rest = (f"{new} takes {', '.join(given)} from the command line and its defaults for the rest" if given else
+        given = sorted(k.split(".", 2)[2] for k, _ in parsed
+                       if k.startswith(f"agent.{part}_options."))
+        rest = (f"{new} takes {', '.join(given)} from the command line "
+                "and its defaults for the rest" if given else
                 f"{new} uses its defaults (give agent.{part}_options.KEY=VALUE to set them)")
-        print(f"[mira] agent.{part}={new} replaces {old or 'the default'}: dropping the config's agent.{part}_options "
+        print(f"[mira] agent.{part}={new} replaces {old or 'the default'}: "
+              f"dropping the config's agent.{part}_options "
               f"({', '.join(sorted(options))}); {rest}", file=sys.stderr)
 
 
@@ -380,7 +437,8 @@ def validate(cfg: ExperimentConfig, runtime: bool = True) -> None:
     """Check names against registries and combinations; fill component options.
 
     ``runtime=False`` skips what only matters for training (how runners deal the tasks and
-    fill the learner's batches): evaluating a checkpoint does not use that layout."""
+    fill the learner's batches): evaluating a checkpoint does not use that layout.
+    """
     import envs  # noqa: F401  (registers every suite)
     from agents.cores import CORES
     from agents.heads import HEADS
@@ -401,12 +459,16 @@ def validate(cfg: ExperimentConfig, runtime: bool = True) -> None:
             setattr(cfg.learner, key, value)
     named("env.suite", ENVS.get, cfg.env.suite)
     named("", check_task_ids, cfg.env)  # its message starts with the key
-    a.torso_options = named("agent.torso", _resolve_options, TORSOS, a.torso, a.torso_options, "agent.torso_options")
-    a.core_options = named("agent.core", _resolve_options, CORES, a.core, a.core_options, "agent.core_options")
-    a.head_options = named("agent.head", _resolve_options, HEADS, a.head, a.head_options, "agent.head_options")
+    a.torso_options = named("agent.torso", _resolve_options, TORSOS, a.torso, a.torso_options,
+                            "agent.torso_options")
+    a.core_options = named("agent.core", _resolve_options, CORES, a.core, a.core_options,
+                           "agent.core_options")
+    a.head_options = named("agent.head", _resolve_options, HEADS, a.head, a.head_options,
+                           "agent.head_options")
     L = cfg.learner
     checks = [
-        (L.device in ("auto", "cpu", "cuda") or L.device.startswith("cuda:"), f"learner.device must be auto, cpu or cuda, got {L.device!r}"),
+        (L.device in ("auto", "cpu", "cuda") or L.device.startswith("cuda:"),
+         f"learner.device must be auto, cpu or cuda, got {L.device!r}"),
         (L.unroll_length >= 1, "learner.unroll_length must be at least 1"),
         (cfg.runtime.num_runners >= 0, "runtime.num_runners must be 0 (in-process) or more"),
         (cfg.runtime.envs_per_runner >= 1, "runtime.envs_per_runner must be at least 1"),
@@ -438,28 +500,31 @@ def _check_task_dealing(cfg: ExperimentConfig) -> None:
     named = config_tasks(env)  # minigrid and atari: no env built (an Atari suite probes one)
     tasks = len(named[1]) if named else len(build_suite(env).tasks)
     if env.suite == "atari" and tasks > 1 and env.full_action_space is False:
-        raise ConfigError("env.full_action_space=false: multitask Atari needs one action set for all games")
+        raise ConfigError("env.full_action_space=false: "
+                          "multitask Atari needs one action set for all games")
     if tasks == 1:
         return
     runners = max(rt.num_runners, 1)
     if rt.runners_per_task > 0:
         if rt.num_runners != rt.runners_per_task * tasks:
             raise ConfigError(
-                f"runtime.runners_per_task={rt.runners_per_task} x {tasks} tasks needs runtime.num_runners="
-                f"{rt.runners_per_task * tasks}, got {rt.num_runners}; change one, or set runners_per_task=0 "
-                "to deal the tasks over the runners"
+                f"runtime.runners_per_task={rt.runners_per_task} x {tasks} tasks needs "
+                f"runtime.num_runners={rt.runners_per_task * tasks}, got {rt.num_runners}; "
+                "change one, or set runners_per_task=0 to deal the tasks over the runners"
             )
     elif runners >= tasks and runners % tasks:
         raise ConfigError(
-            f"{runners} runners cannot play {tasks} tasks equally (each runner plays one task); make "
-            f"runtime.num_runners a multiple of {tasks} or use runtime.runners_per_task"
+            f"{runners} runners cannot play {tasks} tasks equally (each runner plays one task); "
+            f"make runtime.num_runners a multiple of {tasks} or use runtime.runners_per_task"
         )
     elif runners < tasks and (runners * rt.envs_per_runner) % tasks:
         raise ConfigError(
-            f"{runners} runner(s) x {rt.envs_per_runner} envs cannot play {tasks} tasks equally (tasks are dealt "
-            f"env by env); make runtime.num_runners x runtime.envs_per_runner a multiple of {tasks}"
+            f"{runners} runner(s) x {rt.envs_per_runner} envs cannot play {tasks} tasks equally "
+            "(tasks are dealt env by env); "
+            f"make runtime.num_runners x runtime.envs_per_runner a multiple of {tasks}"
         )
 
 
 def save_config(cfg: ExperimentConfig, path: Path) -> None:
+    """Write the resolved config to ``path`` as YAML, keys in field order (a run's config.yaml)."""
     path.write_text(yaml.safe_dump(to_dict(cfg), sort_keys=False))

@@ -45,18 +45,27 @@ class Done:
 
 
 def call(handle, method: str, *args, num_returns: int = 1):
+    """Call ``method`` on a Ray actor handle or a ``Local``; returns its ref(s) at once.
+
+    ``num_returns > 1`` gives a tuple of that many refs. On a ``Local`` the method runs now, on
+    the values of any ``Done`` arguments; an exception it raises is kept in the ``Done`` and
+    raised by ``get``, as Ray raises a task's error where the result is read.
+    """
     if isinstance(handle, Local):
         args = tuple(get(a) if isinstance(a, Done) else a for a in args)  # as Ray resolves refs
         try:
             out = getattr(handle.obj, method)(*args)
         except Exception as e:  # noqa: BLE001 - reported where the result is read
-            return tuple(Done(error=e) for _ in range(num_returns)) if num_returns > 1 else Done(error=e)
+            return (tuple(Done(error=e) for _ in range(num_returns)) if num_returns > 1
+                    else Done(error=e))
         return tuple(Done(v) for v in out) if num_returns > 1 else Done(out)
     fn = getattr(handle, method)
-    return fn.options(num_returns=num_returns).remote(*args) if num_returns > 1 else fn.remote(*args)
+    return (fn.options(num_returns=num_returns).remote(*args) if num_returns > 1
+            else fn.remote(*args))
 
 
 def get(ref):
+    """The value behind a ref: a ``Done``'s value (raising its error) or ``ray.get(ref)``."""
     if isinstance(ref, Done):
         if ref.error is not None:
             raise ref.error
@@ -67,8 +76,10 @@ def get(ref):
 
 
 def wait_one(refs: list, timeout: float = 1.0) -> list:
-    """Refs among ``refs`` that are ready, waiting up to ``timeout`` s for one (Local
-    results are always ready)."""
+    """Refs among ``refs`` that are ready, waiting up to ``timeout`` s for one.
+
+    ``Local`` results are always ready.
+    """
     local = [r for r in refs if isinstance(r, Done)]
     if local:
         return local  # in-process results are all ready
@@ -79,8 +90,10 @@ def wait_one(refs: list, timeout: float = 1.0) -> list:
 
 
 def describe(error: BaseException) -> str:
-    """One line for an error raised here or inside a Ray actor or task: the original
-    ``Type: message`` line that Ray's wrapper texts end with."""
+    """One line for an error raised here or inside a Ray actor or task.
+
+    It is the original ``Type: message`` line that Ray's wrapper texts end with.
+    """
     cause = getattr(error, "cause", None)
     if isinstance(cause, BaseException):
         error = cause
@@ -92,6 +105,7 @@ def describe(error: BaseException) -> str:
 
 
 def runner_failed(error: BaseException) -> bool:
+    """True for an error that says an actor died (``RayActorError``); False without Ray."""
     try:
         from ray.exceptions import RayActorError
 
@@ -101,21 +115,26 @@ def runner_failed(error: BaseException) -> bool:
 
 
 def data_lost(error: BaseException) -> bool:
-    """True for an error that says a task's input object is gone (its node died): the
-    learner's update then fails with ``ObjectLostError`` (or a subclass), maybe wrapped."""
+    """True for an error that says a task's input object is gone (its node died).
+
+    The learner's update then fails with ``ObjectLostError`` (or a subclass), maybe wrapped.
+    """
     try:
         from ray.exceptions import ObjectLostError
     except ImportError:
         return False
-    return isinstance(error, ObjectLostError) or isinstance(getattr(error, "cause", None), ObjectLostError)
+    return (isinstance(error, ObjectLostError)
+            or isinstance(getattr(error, "cause", None), ObjectLostError))
 
 
 # ---------------------------------------------------------------- cluster set-up
 
 
 def _check_reachable(address: str, timeout: float = 5.0) -> None:
-    """A ``host:port`` that does not answer fails now with a sentence, instead of Ray's
-    long GCS time-out (``auto`` and ``ray://`` addresses are left to Ray)."""
+    """A ``host:port`` that does not answer fails now with a sentence (a ConfigError).
+
+    This replaces Ray's long GCS time-out; ``auto`` and ``ray://`` addresses are left to Ray.
+    """
     import socket
 
     from learners.config import ConfigError
@@ -127,21 +146,26 @@ def _check_reachable(address: str, timeout: float = 5.0) -> None:
         socket.create_connection((host or "127.0.0.1", int(port)), timeout=timeout).close()
     except OSError as e:
         raise ConfigError(
-            f"runtime.address={address}: no Ray cluster answers there ({e.strerror or e}); check that `ray start "
-            "--head` runs on that node and the port is open, or leave runtime.address empty for a local instance"
+            f"runtime.address={address}: no Ray cluster answers there ({e.strerror or e}); "
+            "check that `ray start --head` runs on that node and the port is open, "
+            "or leave runtime.address empty for a local instance"
         ) from None
 
 
 def start_ray(address: str, cpus: int, log_to_driver: bool = True):
-    """Join the cluster at ``address``, or (``""``) start a local instance with ``cpus`` CPUs;
-    returns the ``ray`` module. The one place mira starts Ray (``mira train`` and ``mira compare``)."""
+    """Join the cluster at ``address``, or (``""``) start a local instance with ``cpus`` CPUs.
+
+    Returns the ``ray`` module. The one place mira starts Ray (``mira train`` and
+    ``mira compare``).
+    """
     import ray
 
     from learners.config import ConfigError
 
     if ray.is_initialized():
         return ray
-    kwargs: dict[str, Any] = dict(include_dashboard=False, logging_level=logging.WARNING, log_to_driver=log_to_driver)
+    kwargs: dict[str, Any] = dict(include_dashboard=False, logging_level=logging.WARNING,
+                                  log_to_driver=log_to_driver)
     if address:
         _check_reachable(address)
         try:
@@ -155,14 +179,19 @@ def start_ray(address: str, cpus: int, log_to_driver: bool = True):
 
 
 def connect(cfg) -> None:
+    """Start or join Ray for ``cfg.runtime``, then check the cluster can hold the run's actors."""
     # A local instance reserves a CPU per runner plus the learner even on a small machine.
-    start_ray(cfg.runtime.address, max(os.cpu_count() or 1, cfg.runtime.num_runners + int(cfg.runtime.learner_cpus + 0.999)))
+    start_ray(cfg.runtime.address, max(os.cpu_count() or 1, cfg.runtime.num_runners
+                                       + int(cfg.runtime.learner_cpus + 0.999)))
     check_capacity(cfg)
 
 
 def check_capacity(cfg) -> None:
-    """Fail with the numbers when the cluster cannot hold this run's actors at all (they
-    would wait forever): a CPU per runner, ``runtime.learner_cpus`` for the learner."""
+    """Fail with the numbers when the cluster cannot hold this run's actors at all.
+
+    They would wait forever. The run needs a CPU per runner and ``runtime.learner_cpus`` for
+    the learner.
+    """
     import ray
 
     from learners.config import ConfigError
@@ -171,19 +200,24 @@ def check_capacity(cfg) -> None:
     need = cfg.runtime.num_runners + cfg.runtime.learner_cpus
     if need > have:
         raise ConfigError(
-            f"the Ray cluster has {have:g} CPUs and this run needs {need:g} (runtime.num_runners={cfg.runtime.num_runners} "
-            f"runners x 1 CPU + runtime.learner_cpus={cfg.runtime.learner_cpus:g}); lower runtime.num_runners or add nodes"
+            f"the Ray cluster has {have:g} CPUs and this run needs {need:g} "
+            f"(runtime.num_runners={cfg.runtime.num_runners} runners x 1 CPU + "
+            f"runtime.learner_cpus={cfg.runtime.learner_cpus:g}); "
+            "lower runtime.num_runners or add nodes"
         )
 
 
 def make_evaluator(cfg, tasks: list[int], episodes: int, in_process: bool):
-    """An ``Evaluator`` of ``tasks`` (``envs/evaluation.py``): in this process, or a Ray actor
-    (1 CPU, spread over the nodes). The one place evaluators are built (training's periodic
-    evaluation and ``mira evaluate``)."""
+    """An ``Evaluator`` of ``tasks`` (``envs/evaluation.py``): in this process, or a Ray actor.
+
+    The actor takes 1 CPU, spread over the nodes. The one place evaluators are built
+    (training's periodic evaluation and ``mira evaluate``).
+    """
     from envs.evaluation import Evaluator
 
     kwargs = dict(env_cfg=cfg.env, agent_cfg=cfg.agent, tasks=tasks, episodes=episodes,
-                  max_envs=cfg.runtime.envs_per_runner, seed=cfg.run.seed + 10_000, popart=cfg.learner.popart)
+                  max_envs=cfg.runtime.envs_per_runner, seed=cfg.run.seed + 10_000,
+                  popart=cfg.learner.popart)
     if in_process:
         return Local(Evaluator(**kwargs))
     import ray
@@ -192,6 +226,11 @@ def make_evaluator(cfg, tasks: list[int], episodes: int, in_process: bool):
 
 
 def learner_wants_gpu(cfg) -> bool:
+    """Whether the learner reserves a GPU: with ``learner.device`` cuda, or auto on a GPU cluster.
+
+    ``auto`` asks for one only when the runners are Ray actors and the cluster has a GPU; cuda
+    on a Ray cluster with no GPU is a ConfigError (the actor would wait for one forever).
+    """
     if cfg.learner.device.startswith("cuda"):
         if cfg.runtime.num_runners > 0:
             import ray
@@ -199,8 +238,8 @@ def learner_wants_gpu(cfg) -> bool:
             if ray.cluster_resources().get("GPU", 0) < 1:  # the actor would wait for one forever
                 from learners.config import ConfigError
 
-                raise ConfigError(f"learner.device={cfg.learner.device} but the Ray cluster has no GPU; "
-                                  "use learner.device=auto or cpu, or add a GPU node")
+                raise ConfigError(f"learner.device={cfg.learner.device} but the Ray cluster "
+                                  "has no GPU; use learner.device=auto or cpu, or add a GPU node")
         return True
     if cfg.learner.device == "auto" and cfg.runtime.num_runners > 0:
         import ray
@@ -211,18 +250,25 @@ def learner_wants_gpu(cfg) -> bool:
 
 @dataclass
 class Fleet:
+    """A run's runners (replaced when one dies, ``replaced`` counting) and its actor factories."""
+
     cfg: Any
     runners: list = field(default_factory=list)
     replaced: int = 0
 
     def make_runner(self, index: int):
+        """Runner ``index``: in-process with ``num_runners: 0``, else a 1-CPU Ray actor.
+
+        Its seed is ``run.seed + 7919 * replaced``: a replacement does not reuse the dead one's.
+        """
         cfg = self.cfg
         kwargs = dict(
-            env_cfg=cfg.env, agent_cfg=cfg.agent, runner_id=index, num_runners=cfg.runtime.num_runners,
-            envs_per_runner=cfg.runtime.envs_per_runner, unroll_length=cfg.learner.unroll_length,
-            seed=cfg.run.seed + 7919 * self.replaced, runners_per_task=cfg.runtime.runners_per_task,
-            torch_threads=cfg.runtime.torch_threads,
-            # Chunked minibatches (learner.recurrence) start from the core states the runner had there.
+            env_cfg=cfg.env, agent_cfg=cfg.agent, runner_id=index,
+            num_runners=cfg.runtime.num_runners, envs_per_runner=cfg.runtime.envs_per_runner,
+            unroll_length=cfg.learner.unroll_length, seed=cfg.run.seed + 7919 * self.replaced,
+            runners_per_task=cfg.runtime.runners_per_task, torch_threads=cfg.runtime.torch_threads,
+            # Chunked minibatches (learner.recurrence) start from the core states the runner
+            # had there.
             state_every=cfg.learner.recurrence, popart=cfg.learner.popart,
         )
         if cfg.runtime.num_runners == 0:
@@ -233,10 +279,11 @@ class Fleet:
         return actor.remote(**kwargs)
 
     def start(self) -> None:
+        """Start the runners: ``runtime.num_runners`` actors, or one in-process runner."""
         self.runners = [self.make_runner(i) for i in range(max(self.cfg.runtime.num_runners, 1))]
 
     def stop(self) -> None:
-        """Kill the runner actors (their CPUs go back to the cluster); in-process runners are left."""
+        """Kill the runner actors (their CPUs go back to the cluster); in-process ones are left."""
         if self.cfg.runtime.num_runners == 0:
             return
         import ray
@@ -246,6 +293,7 @@ class Fleet:
         self.runners = []
 
     def replace(self, index: int) -> None:
+        """Start a new runner ``index`` in place of one that died; its unroll in flight is lost."""
         self.replaced += 1
         log.warning("runner %d died; its in-flight unroll is lost; starting a replacement", index)
         if not isinstance(self.runners[index], Local):
@@ -255,12 +303,16 @@ class Fleet:
         self.runners[index] = self.make_runner(index)
 
     def make_evaluator(self, num_tasks: int):
+        """An evaluator of every task, ``eval.episodes`` each; in-process like the runners."""
         cfg = self.cfg
-        return make_evaluator(cfg, list(range(num_tasks)), cfg.eval.episodes, in_process=cfg.runtime.num_runners == 0)
+        return make_evaluator(cfg, list(range(num_tasks)), cfg.eval.episodes,
+                              in_process=cfg.runtime.num_runners == 0)
 
     def make_learner(self, spec: dict, gpus: int = 0):
-        """The learner: in-process with ``num_runners: 0``, else an actor with ``gpus`` GPUs
-        (``learner_wants_gpu``, asked once by the caller before any actor starts)."""
+        """The learner: in-process with ``num_runners: 0``, else an actor with ``gpus`` GPUs.
+
+        ``gpus`` comes from ``learner_wants_gpu``, asked once by the caller before any actor starts.
+        """
         cfg = self.cfg
         # As many threads as CPUs reserved: more would fight the runners for cores
         # (on 2 cores, 2 learner threads cut end-to-end throughput by ~10%: mira bench).

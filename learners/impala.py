@@ -51,14 +51,19 @@ from learners.terms import (
 
 
 class LossOutput(NamedTuple):
+    """What ``impala_loss`` returns: the scalar loss, its metrics and V-trace's targets."""
+
     loss: torch.Tensor
     metrics: dict
-    value_targets: torch.Tensor  # V-trace vs [T, B] ([k, B'] in chunks) at return scale (PopArt's statistics move toward them)
+    # V-trace vs [T, B] ([k, B'] in chunks) at return scale (PopArt's statistics move toward them)
+    value_targets: torch.Tensor
 
 
 def log_probs(out, batch: Batch):
-    """``(log pi(a|x), log mu(a|x), log rho)`` [T, B] for the batch's actions under ``out``'s
-    policy and the actors' (``log rho`` carries no gradient)."""
+    """``(log pi(a|x), log mu(a|x), log rho)``, each [T, B], of the batch's actions.
+
+    pi is ``out``'s policy, mu the actors'; ``log rho`` carries no gradient.
+    """
     T = batch.steps
     actions = batch.action[:T]
     target_logp = action_log_probs(out.logits[:T], actions)
@@ -67,15 +72,19 @@ def log_probs(out, batch: Batch):
 
 
 def vtrace_targets(out, batch: Batch, cfg, log_rhos, value_transform=None):
-    """V-trace for ``out``'s values (all ``T + 1`` rows) with importance weights ``log_rhos``:
-    ``(returns, vs, pg_adv)``, with ``vs`` and ``pg_adv`` in the head's value space
+    """V-trace for ``out``'s values (all ``T + 1`` rows) with importance weights ``log_rhos``.
+
+    Returns ``(returns, vs, pg_adv)``, with ``vs`` and ``pg_adv`` in the head's value space
     (PopArt-normalised when ``value_transform``) and ``pg_adv`` as the loss uses it (divided
     by the clipped rho when ``surrogate_clip``, whose ratio carries the importance weight
-    instead)."""
+    instead).
+    """
     T = batch.unroll_length
     task = batch.task_id
-    values_raw = out.value if value_transform is None else value_transform.denormalize(out.value, task)
-    final_value = None if value_transform is None else value_transform.denormalize(batch.final_value, task)[:T]
+    values_raw = (out.value if value_transform is None
+                  else value_transform.denormalize(out.value, task))
+    final_value = (None if value_transform is None
+                   else value_transform.denormalize(batch.final_value, task)[:T])
     rewards, discounts = step_targets(batch, cfg.gamma, cfg.reward_clip, final_value)
     returns = vtrace(
         log_rhos, discounts, rewards, values_raw[:T].detach(), values_raw[T].detach(),
@@ -91,7 +100,9 @@ def vtrace_targets(out, batch: Batch, cfg, log_rhos, value_transform=None):
 
 
 def impala_loss(out, batch: Batch, cfg, value_transform=None) -> LossOutput:
-    """``out``: the agent's output over all ``T + 1`` rows (``logits [T+1, B, A]``,
+    """The IMPALA loss of one batch or minibatch: ``LossOutput(loss, metrics, value_targets)``.
+
+    ``out``: the agent's output over all ``T + 1`` rows (``logits [T+1, B, A]``,
     ``value [T+1, B]``), or over a chunk's ``k`` rows when the batch was cut into chunks
     (``batch.steps``); ``batch``: the trajectory as tensors; ``cfg``: the learner config.
 
@@ -123,7 +134,8 @@ def impala_loss(out, batch: Batch, cfg, value_transform=None) -> LossOutput:
     else:
         policy_loss = policy_gradient_term(target_logp, pg_adv, mask, how)
     # learner.clip_value (fixed targets only): PPO2's clip around the update's starting values.
-    value_loss = value_term(values, vs, mask, how, batch.old_values, cfg.clip_eps if cfg.clip_value else 0.0)
+    value_loss = value_term(values, vs, mask, how, batch.old_values,
+                            cfg.clip_eps if cfg.clip_value else 0.0)
     entropy_loss, mean_entropy = entropy_term(logits, mask, how)
     loss = policy_loss + cfg.baseline_cost * value_loss + cfg.entropy_cost * entropy_loss
     rho = log_rhos.exp()
@@ -132,7 +144,8 @@ def impala_loss(out, batch: Batch, cfg, value_transform=None) -> LossOutput:
         "value_loss": value_loss.detach(),
         "entropy": mean_entropy,
         "approx_kl": ((-log_rhos) * mask).sum() / mask.sum(),  # E_behaviour[log mu - log pi]
-        "clip_frac": (((rho > cfg.clip_rho_threshold).float() * mask).sum() / mask.sum()) if cfg.clip_rho_threshold else torch.tensor(0.0),
+        "clip_frac": (((rho > cfg.clip_rho_threshold).float() * mask).sum() / mask.sum())
+                     if cfg.clip_rho_threshold else torch.tensor(0.0),
         "value_mean": (values.detach() * mask).sum() / mask.sum(),
     }
     return LossOutput(loss, metrics, value_targets)
@@ -140,17 +153,22 @@ def impala_loss(out, batch: Batch, cfg, value_transform=None) -> LossOutput:
 
 @torch.no_grad()
 def with_fixed_targets(learner, batch: Batch, state: tuple) -> Batch:
-    """``learner.fixed_targets``: V-trace from the weights at the start of the update, kept
-    through its epochs and minibatches, as PPO keeps its GAE (``advantages``: the policy
-    gradient's, ``returns``: ``vs`` in the head's value space, ``old_values``: the values
-    themselves, for ``learner.clip_value``, ``value_targets``: ``vs`` at return scale for
-    PopArt's statistics). Recomputed at every step instead (the default), the
-    values the same steps fit to this batch's returns shrink its advantages to what they
-    failed to fit, which normalisation then scales back up to unit size."""
+    """The batch plus V-trace targets from the weights at the update's start.
+
+    With ``learner.fixed_targets`` they are kept through the update's epochs and minibatches,
+    as PPO keeps its GAE (``advantages``: the policy gradient's, ``returns``: ``vs`` in the
+    head's value space, ``old_values``: the values themselves, for ``learner.clip_value``,
+    ``value_targets``: ``vs`` at return scale for PopArt's statistics). Recomputed at every
+    step instead (the default), the values the same steps fit to this batch's returns shrink
+    its advantages to what they failed to fit, which normalisation then scales back up to
+    unit size.
+    """
     out = learner.forward(batch, state)
-    returns, vs, pg_adv = vtrace_targets(out, batch, learner.lcfg, log_probs(out, batch)[2], learner.popart)
+    returns, vs, pg_adv = vtrace_targets(out, batch, learner.lcfg, log_probs(out, batch)[2],
+                                         learner.popart)
     T = batch.unroll_length
-    return batch.replace(advantages=pg_adv, returns=vs, old_values=out.value[:T], value_targets=returns.vs)
+    return batch.replace(advantages=pg_adv, returns=vs, old_values=out.value[:T],
+                         value_targets=returns.vs)
 
 
 def impala_update(learner, batch: Batch, state: tuple) -> dict:
@@ -164,7 +182,8 @@ def impala_update(learner, batch: Batch, state: tuple) -> dict:
     (the off-policy correction that lets IMPALA learn from replayed unrolls, Espeholt et al.
     2018, section 5.2.1). Either gives more updates per frame. With fixed targets,
     ``learner.recurrence: k`` cuts the unrolls into chunks of ``k`` steps for the minibatches,
-    as PPO does (``learners/ppo.py``)."""
+    as PPO does (``learners/ppo.py``).
+    """
     cfg = learner.lcfg
     if cfg.fixed_targets:
         batch = with_fixed_targets(learner, batch, state)
@@ -175,7 +194,8 @@ def impala_update(learner, batch: Batch, state: tuple) -> dict:
     for _ in range(cfg.epochs):
         last_targets = []
         for mb, mb_state in minibatches(batch, state, cfg.minibatches, generator):
-            loss, metrics, targets = impala_loss(learner.forward(mb, mb_state), mb, cfg, learner.popart)
+            loss, metrics, targets = impala_loss(learner.forward(mb, mb_state), mb, cfg,
+                                                 learner.popart)
             metrics["grad_norm"] = learner.step(loss)
             last_targets.append((targets, mb.task_id))
             for k, v in metrics.items():

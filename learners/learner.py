@@ -1,5 +1,6 @@
-"""The Learner: owns the model, optimizer, learning-rate schedule, PopArt statistics and
-step counters; turns batches of trajectories into parameter updates (DESIGN.md).
+"""The Learner: turns batches of trajectories into parameter updates (DESIGN.md).
+
+It owns the model, optimizer, learning-rate schedule, PopArt statistics and step counters.
 
 It is a plain class: learners/fleet.py wraps it in a Ray actor (asking for a GPU when
 ``learner.device`` wants one) or, with ``runtime.num_runners: 0``, calls it in-process.
@@ -24,26 +25,41 @@ from learners.optim import RMSpropTF
 
 
 def resolve_device(name: str) -> torch.device:
+    """The torch device ``learner.device`` names; ``auto`` is cuda when one is visible, else cpu.
+
+    cuda where this process sees no CUDA device is a ConfigError.
+    """
     if name == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     if name.startswith("cuda") and not torch.cuda.is_available():
-        raise ConfigError("learner.device=cuda but this learner sees no CUDA device; use learner.device=auto or cpu")
+        raise ConfigError("learner.device=cuda but this learner sees no CUDA device; "
+                          "use learner.device=auto or cpu")
     return torch.device(name)
 
 
 def make_optimizer(params, opt_cfg) -> torch.optim.Optimizer:
+    """The ``learner.optimizer.name`` optimizer over ``params``: rmsprop_tf, rmsprop or adam."""
     if opt_cfg.name == "rmsprop_tf":
         # IMPALA's own optimizer, TF1 semantics (learners/optim.py): what its settings assume.
-        return RMSpropTF(params, lr=opt_cfg.lr, alpha=opt_cfg.alpha, eps=opt_cfg.eps, momentum=opt_cfg.momentum)
+        return RMSpropTF(params, lr=opt_cfg.lr, alpha=opt_cfg.alpha, eps=opt_cfg.eps,
+                         momentum=opt_cfg.momentum)
     if opt_cfg.name == "rmsprop":
-        # IMPALA: RMSProp, eps 0.01, decay (alpha) 0.99, momentum 0 (Espeholt et al. 2018, table D.3).
-        return torch.optim.RMSprop(params, lr=opt_cfg.lr, alpha=opt_cfg.alpha, eps=opt_cfg.eps, momentum=opt_cfg.momentum)
+        # IMPALA: RMSProp, eps 0.01, decay (alpha) 0.99, momentum 0 (Espeholt et al. 2018,
+        # table D.3).
+        return torch.optim.RMSprop(params, lr=opt_cfg.lr, alpha=opt_cfg.alpha, eps=opt_cfg.eps,
+                                   momentum=opt_cfg.momentum)
     return torch.optim.Adam(params, lr=opt_cfg.lr, eps=opt_cfg.eps)
 
 
 class Learner:
+    """The model and its optimizer, PopArt and counters; ``update`` is one learner update."""
+
     def __init__(self, cfg, spec: dict, threads: int | None = None):
-        """``cfg``: the ExperimentConfig; ``spec``: ``EnvRunner.spec()`` (obs shapes, actions, tasks)."""
+        """Build the agent, optimizer and PopArt statistics on the learner's device.
+
+        ``cfg``: the ExperimentConfig; ``spec``: ``EnvRunner.spec()`` (obs shapes, actions,
+        tasks); ``threads``: torch's intra-op threads (unset: torch's default).
+        """
         if threads:
             torch.set_num_threads(threads)
         torch.manual_seed(cfg.run.seed)
@@ -62,7 +78,8 @@ class Learner:
         if getattr(self.lcfg, "popart", False):
             from learners.popart import PopArt
 
-            self.popart = PopArt(self.agent.value_output, len(spec["tasks"]), beta=self.lcfg.popart_beta).to(self.device)
+            self.popart = PopArt(self.agent.value_output, len(spec["tasks"]),
+                                 beta=self.lcfg.popart_beta).to(self.device)
         self.version = 0  # number of parameter updates so far = the policy version
         self.step_skipped = False  # a step of the current update met a non-finite loss or gradient
         self.skipped_updates = 0  # updates skipped by the divergence guard (``step``), in all
@@ -74,6 +91,11 @@ class Learner:
     # ------------------------------------------------------------------ data
 
     def to_batch(self, trajectories: list[Trajectory]) -> tuple[Batch, tuple]:
+        """The trajectories as one ``Batch`` on the learner's device, and its initial core state.
+
+        Several trajectories are joined along the batch axis (``Trajectory.concat``); on CUDA the
+        arrays go through pinned memory, so the copies to the GPU do not block.
+        """
         traj = trajectories[0] if len(trajectories) == 1 else Trajectory.concat(trajectories)
         pin = self.device.type == "cuda"
 
@@ -85,11 +107,17 @@ class Learner:
 
         batch = Batch(obs={k: move(v) for k, v in traj.obs.items()},
                       **{f: move(getattr(traj, f)) for f in Trajectory.STEP_FIELDS},
-                      chunk_states=None if traj.chunk_states is None else tuple(move(s) for s in traj.chunk_states))
+                      chunk_states=None if traj.chunk_states is None
+                      else tuple(move(s) for s in traj.chunk_states))
         state = tuple(move(s) for s in traj.initial_state)
         return batch, state
 
     def forward(self, batch: Batch, state: tuple):
+        """The agent's output over all of ``batch``'s rows from core ``state``, in float32.
+
+        With ``learner.mixed_precision`` the forward runs under bfloat16 autocast and its outputs
+        are cast back to float32 for the losses.
+        """
         autocast = bool(self.lcfg.mixed_precision)
         with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=autocast):
             out, _ = self.agent(batch.inputs(), state)
@@ -100,6 +128,10 @@ class Learner:
     # ------------------------------------------------------------------ updates
 
     def lr(self) -> float:
+        """The learning rate now: ``optimizer.lr``, decayed linearly to 0 at ``run.total_frames``.
+
+        ``optimizer.lr_schedule: constant`` keeps ``optimizer.lr`` throughout.
+        """
         o = self.lcfg.optimizer
         if o.lr_schedule == "constant":
             return o.lr
@@ -111,7 +143,8 @@ class Learner:
         Divergence guard: a non-finite loss or gradient norm skips the step (weights and
         optimizer state untouched) and marks the current update as skipped; ``update``
         counts such updates and reports the run as diverged after
-        ``learner.max_skipped_updates`` of them in a row."""
+        ``learner.max_skipped_updates`` of them in a row.
+        """
         for group in self.optimizer.param_groups:
             group["lr"] = self.lr()
         self.optimizer.zero_grad(set_to_none=True)
@@ -119,7 +152,8 @@ class Learner:
             self.step_skipped = True
             return float("nan")
         loss.backward()
-        grad_norm = torch.nn.utils.clip_grad_norm_(self.agent.parameters(), self.lcfg.optimizer.max_grad_norm)
+        grad_norm = torch.nn.utils.clip_grad_norm_(self.agent.parameters(),
+                                                   self.lcfg.optimizer.max_grad_norm)
         if not bool(torch.isfinite(grad_norm)):
             self.optimizer.zero_grad(set_to_none=True)
             self.step_skipped = True
@@ -147,7 +181,8 @@ class Learner:
         metrics.update(
             lr=self.lr(), policy_lag=float(np.mean(lags)), update_s=time.perf_counter() - start,
             skipped_updates=float(self.skipped_updates),
-            frames=float(self.frames), version=float(self.version),  # the driver's copies (popped before logging)
+            # frames and version: the driver's copies (popped before logging)
+            frames=float(self.frames), version=float(self.version),
         )
         if self.skipped_in_row >= self.lcfg.max_skipped_updates:
             # Popped by the driver, which stops the run: the weights are still those of
@@ -162,12 +197,15 @@ class Learner:
     # ------------------------------------------------------------------ state
 
     def get_weights(self) -> dict:
+        """The agent's state dict as detached CPU tensors (what the runners load)."""
         return {k: v.detach().cpu() for k, v in self.agent.state_dict().items()}
 
     def get_version(self) -> int:
+        """The policy version: the number of updates so far."""
         return self.version
 
     def state_counters(self) -> dict:
+        """``{"version": ..., "frames": ...}``: updates so far and the frames they consumed."""
         return {"version": self.version, "frames": self.frames}
 
     def state_dict(self) -> dict:
@@ -182,6 +220,7 @@ class Learner:
         return state
 
     def load_state_dict(self, state: dict) -> None:
+        """Continue from a ``state_dict()``: weights, optimizer state, counters, PopArt stats."""
         self.agent.load_state_dict(state["agent"])
         self.optimizer.load_state_dict(state["optimizer"])
         self.version = int(state["counters"]["version"])

@@ -21,13 +21,18 @@ import torch
 
 
 class RMSpropTF(torch.optim.Optimizer):
-    def __init__(self, params, lr: float, alpha: float = 0.99, eps: float = 0.01, momentum: float = 0.0):
+    """TF1's RMSProp, the update above: ``alpha`` is rho, ``eps`` sits inside the square root."""
+
+    def __init__(self, params, lr: float, alpha: float = 0.99, eps: float = 0.01,
+                 momentum: float = 0.0):
         if lr <= 0 or eps <= 0 or not 0 <= alpha < 1 or momentum < 0:
-            raise ValueError(f"RMSpropTF: need lr > 0, eps > 0, 0 <= alpha < 1, momentum >= 0; got {lr}, {eps}, {alpha}, {momentum}")
+            raise ValueError("RMSpropTF: need lr > 0, eps > 0, 0 <= alpha < 1, momentum >= 0; "
+                             f"got {lr}, {eps}, {alpha}, {momentum}")
         super().__init__(params, dict(lr=lr, alpha=alpha, eps=eps, momentum=momentum))
 
     @torch.no_grad()
     def step(self, closure=None):
+        """One update of every parameter with a gradient; returns ``closure()``'s loss, if any."""
         loss = None
         if closure is not None:
             with torch.enable_grad():
@@ -42,10 +47,12 @@ class RMSpropTF(torch.optim.Optimizer):
                 if "square_avg" not in state:
                     state["square_avg"] = torch.ones_like(p, memory_format=torch.preserve_format)
                 if momentum and "momentum_buffer" not in state:
-                    state["momentum_buffer"] = torch.zeros_like(p, memory_format=torch.preserve_format)
+                    state["momentum_buffer"] = torch.zeros_like(
+                        p, memory_format=torch.preserve_format)
             grads = [p.grad for p in params]
             square_avgs = [self.state[p]["square_avg"] for p in params]
-            # One multi-tensor kernel per line (as torch.optim's foreach paths), not one per parameter.
+            # One multi-tensor kernel per line (as torch.optim's foreach paths), not one per
+            # parameter.
             torch._foreach_mul_(square_avgs, rho)
             torch._foreach_addcmul_(square_avgs, grads, grads, value=1.0 - rho)
             denominators = torch._foreach_add(square_avgs, eps)

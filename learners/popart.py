@@ -36,7 +36,10 @@ from torch import nn
 
 
 class PopArt(nn.Module):
-    def __init__(self, output: nn.Module, num_tasks: int, beta: float = 3e-4, sigma_min: float = 1e-4, sigma_max: float = 1e6):
+    """Per-task return statistics ``mu``, ``nu`` ``[num_tasks]`` and the output rescaling above."""
+
+    def __init__(self, output: nn.Module, num_tasks: int, beta: float = 3e-4,
+                 sigma_min: float = 1e-4, sigma_max: float = 1e6):
         """``output``: the agent's ``TaskValueOutput`` (parameters ``weight [N]``, ``bias [N]``)."""
         super().__init__()
         self.output = [output]  # a reference, not a submodule: the agent owns the parameters
@@ -46,15 +49,19 @@ class PopArt(nn.Module):
 
     @property
     def sigma(self) -> torch.Tensor:
+        """``sigma [num_tasks]``: ``sqrt(nu - mu^2)`` clipped to ``[sigma_min, sigma_max]``."""
         return (self.nu - self.mu**2).clamp(min=self.sigma_min**2).sqrt().clamp(max=self.sigma_max)
 
     def denormalize(self, normalized: torch.Tensor, task: torch.Tensor) -> torch.Tensor:
-        """``[T, B]`` normalised values -> return scale, per row's task (``task``: the rows'
-        task IDs, at least as many rows)."""
+        """``[T, B]`` normalised values -> return scale, per row's task.
+
+        ``task``: the rows' task IDs, at least as many rows.
+        """
         task = task[: normalized.shape[0]]
         return self.sigma[task] * normalized + self.mu[task]
 
-    def normalize_targets(self, targets: torch.Tensor, advantages: torch.Tensor, task: torch.Tensor):
+    def normalize_targets(self, targets: torch.Tensor, advantages: torch.Tensor,
+                          task: torch.Tensor):
         """(value targets -> normalised, advantages / sigma), per row's task."""
         task = task[: targets.shape[0]]
         sigma = self.sigma[task]
@@ -62,7 +69,7 @@ class PopArt(nn.Module):
 
     @torch.no_grad()
     def update_stats(self, targets: torch.Tensor, task: torch.Tensor) -> None:
-        """Move the moments toward the targets of each task present, then rescale the output layer."""
+        """Move the moments toward each present task's targets, then rescale the output layer."""
         mu_old, sigma_old = self.mu.clone(), self.sigma.clone()
         for i in task.unique().tolist():
             g = targets[task == i]
@@ -75,10 +82,11 @@ class PopArt(nn.Module):
 
     @torch.no_grad()
     def update(self, targets: torch.Tensor, task: torch.Tensor) -> dict:
-        """After an optimizer step: move the statistics toward the return-scale ``targets``
-        ``[T, B]`` that the loss normalised (V-trace ``vs`` for IMPALA, GAE returns for PPO),
-        of tasks ``task``, rescale the output layer, and return the statistics as metrics.
-        The loss hands the targets over as a value, not through state kept here.
+        """After an optimizer step, move the statistics toward ``targets``; rescale the output.
+
+        ``targets`` ``[T, B]`` are the return-scale targets that the loss normalised (V-trace
+        ``vs`` for IMPALA, GAE returns for PPO), of tasks ``task``. Returns the statistics as
+        metrics. The loss hands the targets over as a value, not through state kept here.
 
         Statistics move one update after the targets are used (van Hasselt et al.'s
         Algorithm 1 moves them just before); with ``beta = 3e-4`` the difference is negligible.

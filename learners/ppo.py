@@ -16,9 +16,10 @@ step, with resets inside where episodes end, so it works for every core. With
 steps per env, and a minibatch is a random subset of all (env, chunk) sequences; the core
 state at each chunk's start is the one the runner had there (recorded while acting; without
 it, one no-grad pass of the pre-update agent over the batch, the same states for a lock-step
-batch), and is kept through the epochs, as Sample Factory's and R2D2's stored states are. Shorter sequences
-in wider minibatches cut the learner's sequential core steps (with the preset's 4 x 4
-minibatches of T = 128 and k = 32, from 2,048 to 640 per batch, the state pass included).
+batch), and is kept through the epochs, as Sample Factory's and R2D2's stored states are.
+Shorter sequences in wider minibatches cut the learner's sequential core steps (with the
+preset's 4 x 4 minibatches of T = 128 and k = 32, from 2,048 to 640 per batch, the state
+pass included).
 Metrics share names with IMPALA (STYLE.md rule 2);
 ``approx_kl`` is the ``(r - 1) - log r`` estimator, ``clip_frac`` the share of
 ``|r - 1| > eps``.
@@ -33,13 +34,24 @@ import torch
 
 from learners.batch import Batch, chunk_sequences, minibatches
 from learners.returns import gae
-from learners.terms import action_log_probs, batch_mask, entropy_term, normalize, reduce, step_targets, value_term
+from learners.terms import (
+    action_log_probs,
+    batch_mask,
+    entropy_term,
+    normalize,
+    reduce,
+    step_targets,
+    value_term,
+)
 
 
 def ppo_loss(out, batch: Batch, cfg) -> tuple[torch.Tensor, dict]:
-    """``out`` over at least ``T`` rows (``T + 1`` for whole unrolls, ``k`` for chunks);
+    """PPO's loss (module docstring) on one batch or minibatch: ``(loss, metrics)``.
+
+    ``out`` over at least ``T`` rows (``T + 1`` for whole unrolls, ``k`` for chunks);
     ``batch`` carries ``advantages`` and ``returns`` [T, B]
-    (targets in the head's value space) besides the trajectory fields."""
+    (targets in the head's value space) besides the trajectory fields.
+    """
     T = batch.steps
     mask = batch_mask(batch, T)
     actions = batch.action[:T]
@@ -73,8 +85,11 @@ def ppo_loss(out, batch: Batch, cfg) -> tuple[torch.Tensor, dict]:
 
 
 def add_advantages(batch: Batch, cfg, value_transform=None) -> Batch:
-    """GAE targets from the recorded values; returns a new batch with ``advantages``,
-    ``returns`` and ``old_values`` ([T, B]; returns in the head's value space)."""
+    """GAE targets from the values the runners recorded, in a new batch.
+
+    The new batch has ``advantages``, ``returns`` and ``old_values`` ([T, B]; returns in the
+    head's value space).
+    """
     T = batch.unroll_length
     values = batch.behaviour_value
     final_value = None

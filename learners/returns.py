@@ -61,7 +61,7 @@ def _check_shapes(time_major: dict[str, Tensor], bootstrap_value: Tensor) -> Non
 
 
 def _next_step(x: Tensor, bootstrap_value: Tensor) -> Tensor:
-    """x shifted one step forward in time, bootstrap in the last row: [T, B] -> [T, B]."""
+    """``x`` shifted one step forward in time, bootstrap in the last row: [T, B] -> [T, B]."""
     return torch.cat([x[1:], bootstrap_value.unsqueeze(0)], dim=0)
 
 

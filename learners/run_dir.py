@@ -18,15 +18,19 @@ import torch
 
 from learners.config import ConfigError, ExperimentConfig, load_config, read_yaml, save_config
 
-# meta.json's "config_format": 2 since IMPALA reads learner.epochs/minibatches (RunDir._format_overrides).
+# meta.json's "config_format": 2 since IMPALA reads learner.epochs/minibatches
+# (RunDir._format_overrides).
 CONFIG_FORMAT = 3
 
 
 def git_revision() -> str:
+    """This checkout's HEAD commit, with ``-dirty`` if it has changes; ``unknown`` without git."""
     try:
         here = Path(__file__).resolve().parent
-        out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=here, capture_output=True, text=True, timeout=5)
-        dirty = subprocess.run(["git", "status", "--porcelain"], cwd=here, capture_output=True, text=True, timeout=5)
+        out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=here, capture_output=True, text=True,
+                             timeout=5)
+        dirty = subprocess.run(["git", "status", "--porcelain"], cwd=here, capture_output=True,
+                               text=True, timeout=5)
         rev = out.stdout.strip() or "unknown"
         return rev + ("-dirty" if dirty.stdout.strip() else "")
     except (OSError, subprocess.SubprocessError):
@@ -36,16 +40,25 @@ def git_revision() -> str:
 def nonfinite_tensors(tensors: dict) -> list[str]:
     """Names of the floating-point tensors in ``tensors`` holding a NaN or an infinity."""
     return [k for k, v in tensors.items()
-            if isinstance(v, torch.Tensor) and v.is_floating_point() and not bool(torch.isfinite(v).all())]
+            if isinstance(v, torch.Tensor) and v.is_floating_point()
+            and not bool(torch.isfinite(v).all())]
 
 
 class RunDir:
+    """A run directory (``runs/<name>/``, module docstring) and its checkpoints."""
+
     def __init__(self, path: str | Path):
         self.path = Path(path)
         self.checkpoints = self.path / "checkpoints"
 
     @staticmethod
     def create(cfg: ExperimentConfig, config_path: str | None) -> RunDir:
+        """A new run's directory, with its ``config.yaml`` and ``meta.json`` written.
+
+        An unset ``run.name`` becomes ``<config file stem>-<timestamp>`` and an unset
+        ``run.dir`` ``runs/<name>`` (set in ``cfg``); a directory that already holds a run is a
+        ConfigError.
+        """
         if not cfg.run.name:
             stem = Path(config_path).stem if config_path else "run"
             cfg.run.name = f"{stem}-{time.strftime('%Y%m%d-%H%M%S')}"
@@ -53,24 +66,32 @@ class RunDir:
             cfg.run.dir = str(Path("runs") / cfg.run.name)
         run = RunDir(cfg.run.dir)
         if run.latest_checkpoint() is not None:
-            raise ConfigError(f"run.dir {cfg.run.dir} already holds a run; continue it with `mira train --resume {cfg.run.dir}` or pick another run.dir")
+            raise ConfigError(f"run.dir {cfg.run.dir} already holds a run; "
+                              f"continue it with `mira train --resume {cfg.run.dir}` "
+                              "or pick another run.dir")
         run.checkpoints.mkdir(parents=True, exist_ok=True)
         save_config(cfg, run.path / "config.yaml")
-        meta = {"config_format": CONFIG_FORMAT, "seed": cfg.run.seed, "git_revision": git_revision(), "command": sys.argv, "started": time.time(), "host": os.uname().nodename}
+        meta = {"config_format": CONFIG_FORMAT, "seed": cfg.run.seed,
+                "git_revision": git_revision(), "command": sys.argv, "started": time.time(),
+                "host": os.uname().nodename}
         (run.path / "meta.json").write_text(json.dumps(meta, indent=2))
         return run
 
     @staticmethod
     def open(path: str | Path) -> RunDir:
+        """An existing run directory, to resume; one without config.yaml is a ConfigError."""
         run = RunDir(path)
         if not run.path.is_dir():
             raise ConfigError(f"cannot resume: run directory {str(path)!r} does not exist")
         if not (run.path / "config.yaml").is_file():
-            raise ConfigError(f"cannot resume: {str(path)!r} has no config.yaml; is it a mira run directory?")
+            raise ConfigError(f"cannot resume: {str(path)!r} has no config.yaml; "
+                              "is it a mira run directory?")
         return run
 
     def load_config(self, overrides: list[str] | None = None) -> ExperimentConfig:
-        return load_config(self.path / "config.yaml", self._format_overrides() + list(overrides or []))
+        """The saved config.yaml with ``_format_overrides()``, then ``overrides``, applied."""
+        return load_config(self.path / "config.yaml",
+                           self._format_overrides() + list(overrides or []))
 
     def _format_overrides(self) -> list[str]:
         """Overrides that keep a run directory written by an older mira meaning what it meant.
@@ -78,26 +99,33 @@ class RunDir:
         Format 1 (no ``config_format`` in meta.json) saved PPO's ``epochs: 4`` and
         ``minibatches: 4`` in every config, and IMPALA ignored them; from format 2 IMPALA
         reads them (one step per batch is ``1`` and ``1``). Formats 1 and 2 saved PPO's
-        ``clip_value: true`` in every config (and any ``recurrence``), which IMPALA ignored; from
-        format 3 IMPALA reads both (with ``learner.fixed_targets``)."""
+        ``clip_value: true`` in every config (and any ``recurrence``), which IMPALA ignored;
+        from format 3 IMPALA reads both (with ``learner.fixed_targets``).
+        """
         meta_path = self.path / "meta.json"
         meta = json.loads(meta_path.read_text()) if meta_path.is_file() else {}
         fmt = meta.get("config_format", 1)
         saved = read_yaml(self.path / "config.yaml") or {}
         learner = saved.get("learner") if isinstance(saved, dict) else None
-        if fmt >= CONFIG_FORMAT or not (isinstance(learner, dict) and learner.get("name", "impala") == "impala"):
+        if fmt >= CONFIG_FORMAT or not (isinstance(learner, dict)
+                                        and learner.get("name", "impala") == "impala"):
             return []
-        return (["learner.epochs=1", "learner.minibatches=1"] if fmt < 2 else []) + ["learner.clip_value=false", "learner.recurrence=0"]
+        return ((["learner.epochs=1", "learner.minibatches=1"] if fmt < 2 else [])
+                + ["learner.clip_value=false", "learner.recurrence=0"])
 
     def resume_config(self, overrides: list[str] | None = None) -> ExperimentConfig:
-        """The run's config with ``overrides``, written back to ``config.yaml`` (and the
-        overrides recorded in ``meta.json``) so a later plain ``--resume`` keeps them."""
+        """The run's config with ``overrides``, saved so that a later plain ``--resume`` keeps them.
+
+        The config is written back to ``config.yaml`` and the overrides recorded in
+        ``meta.json``.
+        """
         cfg = self.load_config(overrides)
         if overrides:
             save_config(cfg, self.path / "config.yaml")
             meta_path = self.path / "meta.json"
             meta = json.loads(meta_path.read_text()) if meta_path.is_file() else {}
-            meta.setdefault("resumes", []).append({"overrides": list(overrides), "time": time.time()})
+            meta.setdefault("resumes", []).append({"overrides": list(overrides),
+                                                   "time": time.time()})
             meta["config_format"] = CONFIG_FORMAT  # config.yaml is now written in this format
             meta_path.write_text(json.dumps(meta, indent=2))
         return cfg
@@ -105,13 +133,16 @@ class RunDir:
     # ------------------------------------------------------------------ checkpoints
 
     def checkpoint_paths(self) -> list[Path]:
+        """The run's checkpoint files, fewest frames first."""
         return sorted(self.checkpoints.glob("ckpt_*.pt"), key=lambda p: int(p.stem.split("_")[1]))
 
     def latest_checkpoint(self) -> Path | None:
+        """The checkpoint with the most frames, or None."""
         paths = self.checkpoint_paths()
         return paths[-1] if paths else None
 
     def save_checkpoint(self, state: dict, frames: int, keep: int) -> Path:
+        """Write ``state`` as ``ckpt_<frames>.pt``; keep the newest ``keep`` (0: all) of them."""
         self.checkpoints.mkdir(parents=True, exist_ok=True)
         path = self.checkpoints / f"ckpt_{frames:012d}.pt"
         tmp = path.with_suffix(".tmp")
@@ -123,17 +154,24 @@ class RunDir:
 
     @staticmethod
     def load_checkpoint(path: str | Path) -> dict:
-        """A checkpoint's state; one whose agent weights are not all finite is refused with a
-        ConfigError naming the checkpoints that are left (never resume or evaluate NaN weights)."""
+        """A checkpoint's state, on the CPU; one whose agent weights are not all finite is refused.
+
+        The refusal is a ConfigError naming the checkpoints that are left (never resume or
+        evaluate NaN weights).
+        """
         state = torch.load(path, map_location="cpu", weights_only=True)
         bad = nonfinite_tensors(state.get("learner", {}).get("agent", {}))
         if bad:
-            others = [p.name for p in RunDir(Path(path).parent.parent).checkpoint_paths() if p != Path(path)]
+            others = [p.name for p in RunDir(Path(path).parent.parent).checkpoint_paths()
+                      if p != Path(path)]
             raise ConfigError(
-                f"checkpoint {path} holds non-finite weights ({', '.join(bad[:3])}{', ...' if len(bad) > 3 else ''}); "
-                f"use an earlier one ({', '.join(others) if others else 'none left in its checkpoints/'})"
+                f"checkpoint {path} holds non-finite weights "
+                f"({', '.join(bad[:3])}{', ...' if len(bad) > 3 else ''}); "
+                "use an earlier one "
+                f"({', '.join(others) if others else 'none left in its checkpoints/'})"
             )
         return state
 
     def write_summary(self, summary: dict) -> None:
+        """Write ``summary`` to the run's ``summary.json``."""
         (self.path / "summary.json").write_text(json.dumps(summary, indent=2))

@@ -1,5 +1,7 @@
-"""The pieces both losses are made of (STYLE.md rule 2): reward shaping of the batch,
-log-probabilities, the policy-gradient, value and entropy terms, and masked reductions.
+"""The pieces both losses are made of (STYLE.md rule 2).
+
+They are: reward shaping of the batch, log-probabilities, the policy-gradient, value and
+entropy terms, and masked reductions.
 
 Shapes: ``logits [T, B, A]``, everything else ``[T, B]``. ``mask [T, B]`` is 1 on real
 steps and 0 on padding; every term multiplies by it before reducing, so padding never
@@ -17,8 +19,11 @@ from learners.batch import Batch
 
 
 def clip_rewards(rewards: torch.Tensor, mode: str) -> torch.Tensor:
-    """``none``; ``clip`` to [-1, 1] (Atari, Mnih et al. 2015); ``soft_asymmetric``
-    (IMPALA's DMLab choice, scalable_agent): ``5 tanh(r / 5)``, scaled by 0.3 when r < 0."""
+    """Rewards ``[T, B]`` shaped by ``learner.reward_clip`` ``mode``.
+
+    ``none``; ``clip`` to [-1, 1] (Atari, Mnih et al. 2015); ``soft_asymmetric`` (IMPALA's
+    DMLab choice, scalable_agent): ``5 tanh(r / 5)``, scaled by 0.3 when r < 0.
+    """
     if mode == "none":
         return rewards
     if mode == "clip":
@@ -29,7 +34,8 @@ def clip_rewards(rewards: torch.Tensor, mode: str) -> torch.Tensor:
     raise ValueError(f"unknown reward_clip {mode!r}; valid: none, clip, soft_asymmetric")
 
 
-def step_targets(batch: Batch, gamma: float, reward_clip: str, final_value: torch.Tensor | None = None):
+def step_targets(batch: Batch, gamma: float, reward_clip: str,
+                 final_value: torch.Tensor | None = None):
     """Per-step rewards and discounts ``[T, B]`` for the return math.
 
     ``discount_t = gamma * (1 - terminated_t) * (1 - truncated_t)``; a truncated step
@@ -48,7 +54,7 @@ def step_targets(batch: Batch, gamma: float, reward_clip: str, final_value: torc
 
 
 def action_log_probs(logits: torch.Tensor, actions: torch.Tensor) -> torch.Tensor:
-    """log pi(a_t | x_t): ``logits [T, B, A]``, ``actions [T, B]`` -> ``[T, B]``."""
+    """``log pi(a_t | x_t)``: ``logits [T, B, A]``, ``actions [T, B]`` -> ``[T, B]``."""
     return F.log_softmax(logits, dim=-1).gather(-1, actions.long().unsqueeze(-1)).squeeze(-1)
 
 
@@ -59,20 +65,25 @@ def entropy(logits: torch.Tensor) -> torch.Tensor:
 
 
 def reduce(x: torch.Tensor, mask: torch.Tensor, how: str) -> torch.Tensor:
+    """The scalar sum (``how="sum"``) or mean (``"mean"``) of ``x`` over the real steps."""
     total = (x * mask).sum()
     return total if how == "sum" else total / mask.sum().clamp(min=1.0)
 
 
-def policy_gradient_term(log_probs: torch.Tensor, advantages: torch.Tensor, mask: torch.Tensor, how: str) -> torch.Tensor:
+def policy_gradient_term(log_probs: torch.Tensor, advantages: torch.Tensor, mask: torch.Tensor,
+                         how: str) -> torch.Tensor:
     """``-E[log pi(a|x) * A]`` with advantages treated as constants."""
     return reduce(-log_probs * advantages.detach(), mask, how)
 
 
 def value_term(values: torch.Tensor, targets: torch.Tensor, mask: torch.Tensor, how: str,
                old_values: torch.Tensor | None = None, clip: float = 0.0) -> torch.Tensor:
-    """``0.5 * E[(target - V)^2]``, targets treated as constants; with ``old_values`` and
-    ``clip > 0``, PPO2's clipped form (baselines' and Kostrikov's code; not in the PPO
-    paper's eq. 9): ``0.5 * E[max((V - R)^2, (V_old + clip(V - V_old, -clip, clip) - R)^2)]``."""
+    """``0.5 * E[(target - V)^2]``, targets treated as constants, or PPO2's clipped form.
+
+    With ``old_values`` and ``clip > 0``, PPO2's clipped form (baselines' and Kostrikov's
+    code; not in the PPO paper's eq. 9):
+    ``0.5 * E[max((V - R)^2, (V_old + clip(V - V_old, -clip, clip) - R)^2)]``.
+    """
     targets = targets.detach()
     err = (values - targets) ** 2
     if old_values is not None and clip:
@@ -81,7 +92,8 @@ def value_term(values: torch.Tensor, targets: torch.Tensor, mask: torch.Tensor, 
     return reduce(0.5 * err, mask, how)
 
 
-def entropy_term(logits: torch.Tensor, mask: torch.Tensor, how: str) -> tuple[torch.Tensor, torch.Tensor]:
+def entropy_term(logits: torch.Tensor, mask: torch.Tensor,
+                 how: str) -> tuple[torch.Tensor, torch.Tensor]:
     """(loss = -E[entropy], mean entropy per step for logging)."""
     ent = entropy(logits)
     return reduce(-ent, mask, how), reduce(ent.detach(), mask, "mean")

@@ -46,7 +46,8 @@ class StopFlag:
             if self.stop:
                 raise KeyboardInterrupt
             self.stop = True
-            print("\n[mira] interrupted: writing a checkpoint (Ctrl-C again to quit at once)", flush=True)
+            print("\n[mira] interrupted: writing a checkpoint (Ctrl-C again to quit at once)",
+                  flush=True)
 
         try:
             self._previous = signal.signal(signal.SIGINT, handler)
@@ -60,9 +61,10 @@ class StopFlag:
 
 
 class UnrollQueue:
-    """The queue of unrolls (trajectory refs) between the runners and the learner, and the
-    policy that says when a returning runner goes out again: the one driver loop serves
-    both kinds of learner through it.
+    """The unrolls between the runners and the learner, and when a runner goes out again.
+
+    The queue holds unrolls (trajectory refs); its policy says when a returning runner goes
+    out again: the one driver loop serves both kinds of learner through it.
 
     - IMPALA (``lock_step=False``): a runner goes straight back out with the newest weights
       it lacks. Backpressure: one whose unroll arrives while ``max_batches`` batches already
@@ -82,9 +84,10 @@ class UnrollQueue:
         self.parked: list[int] = []
 
     def add(self, runner: int, unroll=None) -> bool:
-        """Runner ``runner`` is back (``unroll`` None: its unroll was lost). True: send it out
-        again now; False: it is parked until ``take`` (IMPALA) or ``update_done`` (lock-step)
-        releases it."""
+        """Runner ``runner`` is back (``unroll`` None: it was lost); True: send it out again now.
+
+        False: it is parked until ``take`` (IMPALA) or ``update_done`` (lock-step) releases it.
+        """
         if unroll is not None:
             self.unrolls.append(unroll)
         elif self.lock_step:
@@ -95,6 +98,7 @@ class UnrollQueue:
         return True
 
     def ready(self) -> bool:
+        """Whether a whole batch (``per_update`` unrolls) is waiting."""
         return len(self.unrolls) >= self.per_update
 
     def take(self) -> tuple[list, list[int]]:
@@ -114,6 +118,8 @@ class UnrollQueue:
 
 
 class Trainer:
+    """One run's driver over the fleet and the learner (resumed from a checkpoint if given)."""
+
     def __init__(self, cfg, run: RunDir, resume_from=None, quiet: bool = False):
         self.cfg, self.run, self.quiet = cfg, run, quiet
         gpus = 0
@@ -130,11 +136,13 @@ class Trainer:
         except ConfigError:
             raise
         except Exception as e:  # noqa: BLE001 - ValueError, RuntimeError, RayActorError, ...
-            raise ConfigError(f"building the runners and the learner failed: {describe(e)}") from None
+            raise ConfigError("building the runners and the learner failed: "
+                              f"{describe(e)}") from None
         self.stats = EpisodeStats(self.spec["tasks"])
         self.wall_before = 0.0
         self.lost_unrolls = 0
-        self.diverged = None  # (update, last good update) once the learner's divergence guard gives up
+        # (update, last good update) once the learner's divergence guard gives up
+        self.diverged = None
         self.stop_when = None  # train()'s stop condition
         self.known = [-1] * len(self.fleet.runners)  # the weights version each runner holds
         if resume_from is not None:
@@ -145,11 +153,13 @@ class Trainer:
             self.wall_before = float(progress["wall_time_s"])
             self.lost_unrolls = int(progress.get("lost_unrolls", 0))
         self.version = get(call(self.learner, "get_version"))
-        self.frames = int(get(call(self.learner, "state_counters"))["frames"]) if resume_from is not None else 0
+        self.frames = (int(get(call(self.learner, "state_counters"))["frames"])
+                       if resume_from is not None else 0)
         self.weights = call(self.learner, "get_weights")
         self._start = self._log_time = self._last_ckpt = time.time()
         self._log_frames, self._queue_wait, self.last_metrics = self.frames, 0.0, {}
-        self.log = Logbook(run.path, self.spec["tasks"], cfg.run.total_frames, quiet, self.spec["score_suite"])
+        self.log = Logbook(run.path, self.spec["tasks"], cfg.run.total_frames, quiet,
+                           self.spec["score_suite"])
         self.metrics_acc: dict[str, list[float]] = collections.defaultdict(list)
         self.evaluator, self.eval_ref, self.eval_frames = None, None, 0
         every = cfg.eval.every_frames
@@ -184,7 +194,8 @@ class Trainer:
         self.frames, self.version = int(metrics.pop("frames")), int(metrics.pop("version"))
         if "diverged" in metrics:
             last_good = int(metrics.pop("diverged"))
-            if self.diverged is None:  # the first report counts; an update already in flight may add one
+            # the first report counts; an update already in flight may add one
+            if self.diverged is None:
                 self.diverged = (last_good + self.cfg.learner.max_skipped_updates, last_good)
         for k, v in metrics.items():
             self.metrics_acc[k].append(v)
@@ -211,25 +222,30 @@ class Trainer:
             "config": to_dict(self.cfg),  # a checkpoint is self-contained for mira evaluate
             "learner": get(call(self.learner, "state_dict")),
             "progress": {
-                "frames": self.frames, "wall_time_s": self.wall_time(), "episodes": self.stats.state_dict(),
-                "lost_unrolls": self.lost_unrolls,
+                "frames": self.frames, "wall_time_s": self.wall_time(),
+                "episodes": self.stats.state_dict(), "lost_unrolls": self.lost_unrolls,
             },
         }
         bad = nonfinite_tensors(state["learner"]["agent"])
-        if bad:  # the guard keeps weights finite; never write a checkpoint that could not be resumed
-            log.error("not writing a checkpoint: the weights hold non-finite values (%s); the last good one "
-                      "is %s", ", ".join(bad[:3]), self.run.latest_checkpoint())
+        # The guard keeps weights finite; never write a checkpoint that could not be resumed.
+        if bad:
+            log.error("not writing a checkpoint: the weights hold non-finite values (%s); "
+                      "the last good one is %s", ", ".join(bad[:3]), self.run.latest_checkpoint())
             return None
         return self.run.save_checkpoint(state, self.frames, self.cfg.run.keep_checkpoints)
 
     def wall_time(self) -> float:
+        """Seconds of training in this run, the sessions before a resume included."""
         return self.wall_before + time.time() - self._start
 
     # ------------------------------------------------------------------ loops
 
     def train(self, stop_when=None) -> dict:
-        """Train to ``run.total_frames`` (or until Ctrl-C, or ``stop_when(trainer)`` is true when
-        checked, every loop turn: ``mira bench`` stops timed runs with it); returns the summary."""
+        """Train to ``run.total_frames`` or until stopped; returns the summary.
+
+        It stops early at Ctrl-C, or when ``stop_when(trainer)`` is true when checked, every
+        loop turn (``mira bench`` stops timed runs with it).
+        """
         self.stop_when = stop_when
         self._start = self._log_time = self._last_ckpt = time.time()
         self._log_frames, self._queue_wait, self.last_metrics = self.frames, 0.0, {}
@@ -256,7 +272,8 @@ class Trainer:
             "interrupted": interrupted,
             "diverged": None if self.diverged is None else {
                 "update": self.diverged[0], "last_good_update": self.diverged[1],
-                "skipped_in_row": self.cfg.learner.max_skipped_updates, "checkpoint": final and str(final),
+                "skipped_in_row": self.cfg.learner.max_skipped_updates,
+                "checkpoint": final and str(final),
             },
             "final_metrics": self.last_metrics,
         }
@@ -277,30 +294,40 @@ class Trainer:
             return True
 
     def _stop_without_learner(self, error: BaseException) -> None:
-        """The learner's state is gone with it: no new checkpoint can be written. Leave the
-        run directory resumable (its last checkpoint and a summary) and say how to go on."""
+        """Stop a run whose learner died, leaving its directory resumable; raises RunStopped.
+
+        The learner's state is gone with it: no new checkpoint can be written. Leave the
+        run directory resumable (its last checkpoint and a summary) and say how to go on.
+        """
         ckpt = self.run.latest_checkpoint()
-        message = (f"the learner actor died ({type(error).__name__}: {str(error).splitlines()[0][:160]}); the run "
+        message = (f"the learner actor died ({type(error).__name__}: "
+                   f"{str(error).splitlines()[0][:160]}); the run "
                    f"stopped at {self.frames:,} frames; "
-                   + (f"continue it from its last checkpoint ({ckpt.name}) with `mira train --resume {self.run.path}`"
+                   + (f"continue it from its last checkpoint ({ckpt.name}) "
+                      f"with `mira train --resume {self.run.path}`"
                       if ckpt else "it has no checkpoint yet: start it again"))
         self.run.write_summary({"frames": self.frames, "updates": self.version, "interrupted": True,
-                                "episode_return_mean": self.stats.mean_return(), "wall_time_s": self.wall_time(),
-                                "stopped": message})
+                                "episode_return_mean": self.stats.mean_return(),
+                                "wall_time_s": self.wall_time(), "stopped": message})
         self.log.close()
-        self.fleet.stop()  # the runners' CPUs go back to the cluster (a resume in this process needs them)
+        # the runners' CPUs go back to the cluster (a resume in this process needs them)
+        self.fleet.stop()
         raise RunStopped(message) from None
 
     def _evaluation(self) -> None:
-        """Launch an evaluation every ``eval.every_frames`` (on its own actor with Ray, so
-        training goes on meanwhile) and log it when it is done."""
+        """Launch an evaluation every ``eval.every_frames``; log each one when it is done.
+
+        With Ray the evaluation runs on its own actor, so training goes on meanwhile.
+        """
         if self.eval_ref is not None and wait_one([self.eval_ref], timeout=0):
             from envs.evaluation import score_table
 
             names = self.spec["tasks"]
-            result = score_table({names[t]: r for t, r in get(self.eval_ref).items()}, self.spec["score_suite"], reps=200)
+            result = score_table({names[t]: r for t, r in get(self.eval_ref).items()},
+                                 self.spec["score_suite"], reps=200)
             values = {f"eval/return/{t}": e["return_mean"] for t, e in result["tasks"].items()}
-            values.update({f"eval/normalized_score/{t}": e["normalized_score"] for t, e in result["tasks"].items()})
+            values.update({f"eval/normalized_score/{t}": e["normalized_score"]
+                           for t, e in result["tasks"].items()})
             values.update({f"eval/{k}": a["value"] for k, a in result["aggregates"].items()})
             self.log.scalars(values, self.eval_frames)
             self.eval_ref = None
@@ -308,11 +335,13 @@ class Trainer:
             return
         if self.evaluator is None:
             self.evaluator = self.fleet.make_evaluator(len(self.spec["tasks"]))
-        self.eval_ref, self.eval_frames = call(self.evaluator, "evaluate", self.weights), self.frames
+        self.eval_ref, self.eval_frames = (call(self.evaluator, "evaluate", self.weights),
+                                           self.frames)
         every = self.cfg.eval.every_frames
         self.next_eval = (self.frames // every + 1) * every
 
     def _periodic(self, flag) -> bool:
+        """A loop turn's chores: ``stop_when``, evaluation, logging, checkpoints; True: stop."""
         if self.stop_when is not None and self.stop_when(self):
             flag.stop = True
         self._evaluation()
@@ -325,8 +354,11 @@ class Trainer:
         return flag.stop
 
     def _update_done(self, update_ref, unrolls: int) -> bool:
-        """Absorb a finished update; False (and ``unrolls`` counted as lost) if its data
-        was lost with a node, which is logged and survived like a dead runner."""
+        """Absorb a finished update; False if its data was lost with a node.
+
+        Its ``unrolls`` are then counted as lost; the loss is logged and survived like a dead
+        runner.
+        """
         try:
             self._absorb(get(update_ref))
             return True
@@ -334,15 +366,20 @@ class Trainer:
             if not data_lost(e):
                 raise
             self.lost_unrolls += unrolls
-            log.warning("an update's %d unroll(s) were lost with their node (%s); skipping them", unrolls, type(e).__name__)
+            log.warning("an update's %d unroll(s) were lost with their node (%s); skipping them",
+                        unrolls, type(e).__name__)
             return False
 
     def _loop(self, flag) -> bool:
-        """The one driver loop: runners return unrolls into the queue, the learner takes a
-        batch whenever it is idle and one is ready, and the queue's policy (IMPALA's or
-        lock-step) says when each runner goes out again. True if stopped by Ctrl-C."""
+        """The one driver loop; True if stopped by Ctrl-C.
+
+        Runners return unrolls into the queue, the learner takes a batch whenever it is idle
+        and one is ready, and the queue's policy (IMPALA's or lock-step) says when each runner
+        goes out again.
+        """
         algorithm = LEARNERS.get(self.cfg.learner.name)
-        queue = UnrollQueue(algorithm.unrolls_per_update(self.cfg), lock_step=self.cfg.learner.lock_step)
+        queue = UnrollQueue(algorithm.unrolls_per_update(self.cfg),
+                            lock_step=self.cfg.learner.lock_step)
         inflight = {}  # info ref -> (runner index, trajectory ref)
 
         def send(index: int) -> None:
@@ -370,7 +407,8 @@ class Trainer:
                     self.stats.add(info["episodes"])
                 if queue.add(index, traj if info is not None else None):
                     send(index)
-            if update_ref is None and queue.ready() and not self.diverged and self.frames < self.cfg.run.total_frames:
+            if (update_ref is None and queue.ready() and not self.diverged
+                    and self.frames < self.cfg.run.total_frames):
                 self._queue_wait += time.time() - idle_since
                 batch, released = queue.take()
                 update_ref = call(self.learner, "update", *batch)

@@ -20,13 +20,13 @@ Success rates carry a Wilson 95% interval, means a normal 95% interval, as in Ta
 
 The defaults are the paper's protocol, 100 seeds for 2 * 10^5 iterations (about 21
 minutes on 2 cores); ``--seeds 20 --iterations 20000`` is a quick look, which cuts NAC*
-and NALU off before their paper medians of 5.5e4 and 7.0e4 iterations. The NMU's sparsity regulariser uses Table 3's schedule, ``lambda_hat = 10``
-ramped from iteration 1e6 to 2e6 (eq. 15); Table 1's runs stop at 2e5, before the
-ramp starts, so they are unregularised, and so are the defaults here. An earlier
-ramp (``--lambda-start``/``--lambda-end``) trades success for sparsity: the kink of
-eq. 7 at 0 makes Adam jitter the NAU's zero weights by ~1e-4, more than the eq. 17
-threshold tolerates. ``--input-size`` above 4 appends distractor inputs that the
-target ignores.
+and NALU off before their paper medians of 5.5e4 and 7.0e4 iterations. The NMU's
+sparsity regulariser uses Table 3's schedule, ``lambda_hat = 10`` ramped from iteration
+1e6 to 2e6 (eq. 15); Table 1's runs stop at 2e5, before the ramp starts, so they are
+unregularised, and so are the defaults here. An earlier ramp
+(``--lambda-start``/``--lambda-end``) trades success for sparsity: the kink of eq. 7 at
+0 makes Adam jitter the NAU's zero weights by ~1e-4, more than the eq. 17 threshold
+tolerates. ``--input-size`` above 4 appends distractor inputs that the target ignores.
 
 Seeds train in parallel: the weights of all seeds are stacked along a leading dim, which
 the arithmetic layers broadcast (``ensemble``); Adam is element-wise and the loss is a
@@ -53,6 +53,12 @@ EPSILON = 1e-5  # eq. 17
 
 
 class NMUNetwork(nn.Module):
+    """The paper's NMU model: NAU (in -> 2), then NMU (2 -> 1).
+
+    ``regularized`` makes ``run_model`` add the layers' eq. 7 / 12 sparsity regulariser,
+    scaled by the eq. 15 warm-up.
+    """
+
     regularized = True
 
     def __init__(self, input_size: int):
@@ -60,16 +66,21 @@ class NMUNetwork(nn.Module):
         self.add, self.mul = NAU(input_size, 2), NMU(2, 1)
 
     def forward(self, x):
+        """``x [..., in] -> [...]`` (the single output unit squeezed)."""
         return self.mul(self.add(x)).squeeze(-1)
 
     def weights(self):
+        """The clamped weights ``[2, in]``, ``[1, 2]`` (``[S, ...]`` once ensembled), for eq. 18."""
         return [self.add.clamped_weight(), self.mul.clamped_weight()]
 
     def regularizer(self):
+        """Sum of both layers' eq. 7 / 12 sparsity terms; one value per member once ensembled."""
         return self.add.regularizer() + self.mul.regularizer()
 
 
 class NACMulNetwork(nn.Module):
+    """The paper's NAC* baseline: NAC+ (in -> 2), then NAC* (2 -> 1); no regulariser."""
+
     regularized = False
 
     def __init__(self, input_size: int):
@@ -77,13 +88,20 @@ class NACMulNetwork(nn.Module):
         self.add, self.mul = NACAdd(input_size, 2), NACMul(2, 1)
 
     def forward(self, x):
+        """``x [..., in] -> [...]`` (the single output unit squeezed)."""
         return self.mul(self.add(x)).squeeze(-1)
 
     def weights(self):
+        """Both layers' eq. 2 weights ``tanh(W_hat) * sigmoid(M_hat)``, ``[2, in]`` and ``[1, 2]``.
+
+        Read for the eq. 18 sparsity error.
+        """
         return [self.add.weight, self.mul.weight]
 
 
 class NALUNetwork(nn.Module):
+    """The paper's NALU baseline (Trask et al. 2018): NALU (in -> 2), then NALU (2 -> 1)."""
+
     regularized = False
 
     def __init__(self, input_size: int):
@@ -91,20 +109,25 @@ class NALUNetwork(nn.Module):
         self.first, self.second = NALU(input_size, 2), NALU(2, 1)
 
     def forward(self, x):
+        """``x [..., in] -> [...]`` (the single output unit squeezed)."""
         return self.second(self.first(x)).squeeze(-1)
 
     def weights(self):
+        """Each layer's shared eq. 2 weight, ``[2, in]`` and ``[1, 2]``, for eq. 18."""
         return [self.first.weight, self.second.weight]
 
 
 MODELS = {"NMU": NMUNetwork, "NALU": NALUNetwork, "NAC•": NACMulNetwork}
-PAPER = {"NMU": "94% | 1.4e4 | 2.6e-8", "NALU": "26% | 7.0e4 | 9.2e-6", "NAC•": "13% | 5.5e4 | 7.5e-6"}
+PAPER = {"NMU": "94% | 1.4e4 | 2.6e-8", "NALU": "26% | 7.0e4 | 9.2e-6",
+         "NAC•": "13% | 5.5e4 | 7.5e-6"}
 
 
 def ensemble(models: list[nn.Module]) -> nn.Module:
-    """One module whose parameters stack the models' along a new first dim ``S``; the
-    arithmetic layers broadcast such weights, so ``x [S, N, in] -> [S, N]`` runs every
-    member at once, and ``weights()``/``regularizer()`` give one value per member."""
+    """One module whose parameters stack the models' along a new first dim ``S``.
+
+    The arithmetic layers broadcast such weights, so ``x [S, N, in] -> [S, N]`` runs every
+    member at once, and ``weights()``/``regularizer()`` give one value per member.
+    """
     stacked = copy.deepcopy(models[0])
     for name, _ in models[0].named_parameters():
         module_name, _, param_name = name.rpartition(".")
@@ -114,6 +137,7 @@ def ensemble(models: list[nn.Module]) -> nn.Module:
 
 
 def target(x: torch.Tensor) -> torch.Tensor:
+    """``t = (x1 + x2)(x1 + x2 + x3 + x4)``, ``x [..., in] -> [...]``; x5 onward are distractors."""
     a = x[..., 0] + x[..., 1]
     return a * (a + x[..., 2] + x[..., 3])
 
@@ -160,7 +184,8 @@ def run_model(name: str, args) -> dict:
                 best_val = torch.where(better, val, best_val)
                 best_test = torch.where(better, test, best_test)
                 best_sparsity = torch.where(better, sparsity, best_sparsity)
-                solved_at = torch.where((solved_at < 0) & (test < threshold), torch.tensor(it), solved_at)
+                solved_at = torch.where((solved_at < 0) & (test < threshold), torch.tensor(it),
+                                        solved_at)
         if it == args.iterations:
             break
         x = uniform(S, args.batch_size, args.input_size, lo=1.0, hi=2.0)
@@ -175,8 +200,8 @@ def run_model(name: str, args) -> dict:
         for layer in clamped:
             layer.clamp_()  # eq. 6 / 11, every iteration
     success = best_test < threshold
-    return dict(success=success.tolist(), solved_at=solved_at.tolist(), sparsity=best_sparsity.tolist(),
-                threshold=threshold)
+    return dict(success=success.tolist(), solved_at=solved_at.tolist(),
+                sparsity=best_sparsity.tolist(), threshold=threshold)
 
 
 def wilson(k: int, n: int, z: float = 1.96) -> tuple[float, float]:
@@ -197,19 +222,31 @@ def _mean_ci(values: list[float]) -> str:
 
 
 def main(argv: list[str] | None = None) -> dict:
-    parser = argparse.ArgumentParser(prog="python -m scripts.arithmetic", description=__doc__.split("\n")[0])
-    parser.add_argument("--seeds", type=int, default=100, help="independent runs per model (paper: 100)")
-    parser.add_argument("--iterations", type=int, default=200_000, help="training iterations (paper: 2e5)")
-    parser.add_argument("--input-size", type=int, default=4, help="length of x, >= 4 (paper, section 1.1: 4)")
+    """Train every model and print a Table 1-style table; return ``run_model``'s results by name."""
+    parser = argparse.ArgumentParser(prog="python -m scripts.arithmetic",
+                                     description=__doc__.split("\n")[0])
+    parser.add_argument("--seeds", type=int, default=100,
+                        help="independent runs per model (paper: 100)")
+    parser.add_argument("--iterations", type=int, default=200_000,
+                        help="training iterations (paper: 2e5)")
+    parser.add_argument("--input-size", type=int, default=4,
+                        help="length of x, >= 4 (paper, section 1.1: 4)")
     parser.add_argument("--batch-size", type=int, default=128, help="mini-batch size (paper: 128)")
-    parser.add_argument("--lr", type=float, default=1e-3, help="Adam learning rate (paper: Adam defaults)")
-    parser.add_argument("--lambda-hat", type=float, default=10.0, help="sparsity regulariser scale (Table 3: 10)")
-    parser.add_argument("--lambda-start", type=float, default=1e6, help="regulariser ramp start (Table 3: 1e6)")
-    parser.add_argument("--lambda-end", type=float, default=2e6, help="regulariser ramp end (Table 3: 2e6)")
-    parser.add_argument("--eval-every", type=int, default=1000, help="iterations between evaluations (paper: 1000)")
-    parser.add_argument("--eval-size", type=int, default=10_000, help="validation and test set size (paper: 1e4)")
+    parser.add_argument("--lr", type=float, default=1e-3,
+                        help="Adam learning rate (paper: Adam defaults)")
+    parser.add_argument("--lambda-hat", type=float, default=10.0,
+                        help="sparsity regulariser scale (Table 3: 10)")
+    parser.add_argument("--lambda-start", type=float, default=1e6,
+                        help="regulariser ramp start (Table 3: 1e6)")
+    parser.add_argument("--lambda-end", type=float, default=2e6,
+                        help="regulariser ramp end (Table 3: 2e6)")
+    parser.add_argument("--eval-every", type=int, default=1000,
+                        help="iterations between evaluations (paper: 1000)")
+    parser.add_argument("--eval-size", type=int, default=10_000,
+                        help="validation and test set size (paper: 1e4)")
     parser.add_argument("--seed", type=int, default=0, help="base random seed")
-    parser.add_argument("--threads", type=int, default=1, help="torch CPU threads (the models are tiny: 1 is fastest)")
+    parser.add_argument("--threads", type=int, default=1,
+                        help="torch CPU threads (the models are tiny: 1 is fastest)")
     args = parser.parse_args(argv)
     if args.input_size < 4:
         parser.error("--input-size must be at least 4: the target reads x1..x4")
@@ -222,16 +259,17 @@ def main(argv: list[str] | None = None) -> dict:
     finally:
         torch.set_num_threads(previous_threads)
 
-    print(f"Arithmetic benchmark (Madsen & Johansen 2020, section 1.1): t = (x1 + x2)(x1 + x2 + x3 + x4), "
-          f"input size {args.input_size}, hidden size 2, train/valid U[1, 2], test U[2, 6]; "
-          f"{args.seeds} seeds x {args.iterations} iterations (paper: 100 x 2e5), batch {args.batch_size}, "
-          f"Adam lr {args.lr}; NMU regulariser lambda_hat={args.lambda_hat} ramped over iterations "
+    print(f"Arithmetic benchmark (Madsen & Johansen 2020, section 1.1): "
+          f"t = (x1 + x2)(x1 + x2 + x3 + x4), input size {args.input_size}, hidden size 2, "
+          f"train/valid U[1, 2], test U[2, 6]; {args.seeds} seeds x {args.iterations} iterations "
+          f"(paper: 100 x 2e5), batch {args.batch_size}, Adam lr {args.lr}; "
+          f"NMU regulariser lambda_hat={args.lambda_hat} ramped over iterations "
           f"[{args.lambda_start:.0f}, {args.lambda_end:.0f}]; "
           f"{time.time() - start:.0f} s wall, {time.process_time() - cpu_start:.0f} s CPU.")
     print(f"Success: test MSE at the best-validation iteration < MSE of the eq. 17 solution "
           f"({results['NMU']['threshold']:.2e}). Intervals are 95%.\n")
-    print("| model | success (95% CI) | solved at: median | solved at: mean | sparsity error: mean | "
-          "paper: success, median, sparsity |")
+    print("| model | success (95% CI) | solved at: median | solved at: mean | "
+          "sparsity error: mean | paper: success, median, sparsity |")
     print("|---|---|---|---|---|---|")
     for name, r in results.items():
         n, wins = len(r["success"]), [i for i, s in enumerate(r["success"]) if s]
@@ -239,8 +277,8 @@ def main(argv: list[str] | None = None) -> dict:
         solved = [float(r["solved_at"][i]) for i in wins if r["solved_at"][i] >= 0]
         sparsity = [r["sparsity"][i] for i in wins]
         median = f"{statistics.median(solved):.1e}" if solved else "—"
-        print(f"| {name} | {len(wins) / n:.0%} ({lo:.0%}–{hi:.0%}) | {median} | {_mean_ci(solved)} | "
-              f"{_mean_ci(sparsity)} | {PAPER[name]} |")
+        print(f"| {name} | {len(wins) / n:.0%} ({lo:.0%}–{hi:.0%}) | {median} | "
+              f"{_mean_ci(solved)} | {_mean_ci(sparsity)} | {PAPER[name]} |")
     return results
 
 

@@ -1,5 +1,4 @@
-"""``python -m scripts.atari_panel``: the Atari presets on a small panel of games, beside a
-published reference.
+r"""``python -m scripts.atari_panel``: Atari presets on a few games, beside a published reference.
 
 Each learner preset (``configs/impala_atari.yaml``, ``configs/ppo_atari.yaml``) trains on
 Pong, Breakout, Boxing and Freeway for a frame budget and one or more seeds, through ``mira
@@ -26,11 +25,13 @@ own column of Table 7 (LSTM-PPO or RIMs-PPO). ``--paper-widths`` uses the author
 an LSTM of 512 units against 6 RIMs of 85 (510) with k_A = 5 (appendix D.8, Figure 18);
 without it each core keeps mira's defaults (LSTM 256, RIMs 6 x 42 = 252, k_A = 4).
 
-    python -m scripts.atari_panel --frames 1e7                       # both presets, 4 games, seed 0
+    python -m scripts.atari_panel --frames 1e7         # both presets, 4 games, seed 0
     python -m scripts.atari_panel --learners impala --seeds 0 1 --frames 2e7
-    python -m scripts.atari_panel --dry-run                          # list the trials and their state
-    python -m scripts.atari_panel --frames 1e7 runtime.num_runners=15 learner.batch_size=60   # overrides for every trial
-    python -m scripts.atari_panel --learners ppo --cores lstm rims --paper-widths --frames 4e7 --seeds 0 1 2
+    python -m scripts.atari_panel --dry-run            # list the trials and their state
+    # overrides for every trial:
+    python -m scripts.atari_panel --frames 1e7 runtime.num_runners=15 learner.batch_size=60
+    python -m scripts.atari_panel --learners ppo --cores lstm rims --paper-widths \
+        --frames 4e7 --seeds 0 1 2
 """
 
 from __future__ import annotations
@@ -54,13 +55,17 @@ PAPER_WIDTHS = {  # appendix D.8 / Figure 18: 6 RIMs, k_A = 5; widths of the aut
 
 
 def reference_scores(core: str = "lstm") -> dict[str, tuple[float, float]]:
-    """Game -> (mean, error) of the RIMs paper's Table 7 column for ``core`` (LSTM-PPO or RIMs-PPO)."""
+    """Game -> (mean, error) of the RIMs paper's Table 7 column for ``core``.
+
+    The column is LSTM-PPO or RIMs-PPO, from ``envs/data/rims_paper_table7_lstm_vs_rims_ppo.csv``.
+    """
     with open(ROOT / "envs" / "data" / REFERENCE, newline="") as f:
-        return {row["game"]: (float(row[f"{core}_ppo_mean"]), float(row[f"{core}_ppo_err"])) for row in csv.DictReader(f)}
+        return {row["game"]: (float(row[f"{core}_ppo_mean"]), float(row[f"{core}_ppo_err"]))
+                for row in csv.DictReader(f)}
 
 
-def compare_file(out: Path, frames: float, games, learners, seeds, overrides: list[str], cores=None,
-                 paper_widths: bool = False) -> Path:
+def compare_file(out: Path, frames: float, games, learners, seeds, overrides: list[str],
+                 cores=None, paper_widths: bool = False) -> Path:
     """Write the compare file that runs the panel; returns its path."""
     import yaml
 
@@ -72,11 +77,13 @@ def compare_file(out: Path, frames: float, games, learners, seeds, overrides: li
         common[key] = yaml.safe_load(value)
     spec = {
         "name": "atari_panel", "out": str(out.resolve()), "overrides": common,
-        "matrix": {"base": [str(ROOT / PRESETS[name]) for name in learners], "env.game": list(games)},
+        "matrix": {"base": [str(ROOT / PRESETS[name]) for name in learners],
+                   "env.game": list(games)},
         "seeds": [int(s) for s in seeds], "aggregate": "mean", "evaluate": {"episodes": 0},
     }
     if cores:
-        spec["variants"] = [{"agent.core": c, **({"agent.core_options": PAPER_WIDTHS[c]} if paper_widths else {})}
+        spec["variants"] = [{"agent.core": c,
+                             **({"agent.core_options": PAPER_WIDTHS[c]} if paper_widths else {})}
                             for c in cores]
     out.mkdir(parents=True, exist_ok=True)
     path = out / "panel_compare.yaml"
@@ -85,13 +92,17 @@ def compare_file(out: Path, frames: float, games, learners, seeds, overrides: li
 
 
 def learner_of(base: str) -> str:
+    """The learner (a key of ``PRESETS``) whose preset has ``base``'s file name, else its stem."""
     stem = Path(base).stem
     return next((name for name, preset in PRESETS.items() if Path(preset).stem == stem), stem)
 
 
 def collect(trials) -> dict:
-    """(game, learner, core) -> {"seeds", "frames", "wall_time_s", "returns", "curves"} from each trial's
-    summary.json and TensorBoard events (trials without a summary yet are left out)."""
+    """The panel's results, one cell per (game, learner, core), with a list entry per seed.
+
+    (game, learner, core) -> {"seeds", "frames", "wall_time_s", "returns", "curves"} from each
+    trial's summary.json and TensorBoard events (trials without a summary yet are left out).
+    """
     import json
 
     from scripts.report import learning_curve
@@ -103,7 +114,8 @@ def collect(trials) -> dict:
             continue
         summary = json.loads(summary_path.read_text())
         cell = cells.setdefault((t.cfg.env.game, learner_of(t.base), t.cfg.agent.core),
-                                {"seeds": [], "frames": [], "wall_time_s": [], "returns": [], "curves": []})
+                                {"seeds": [], "frames": [], "wall_time_s": [], "returns": [],
+                                 "curves": []})
         cell["seeds"].append(t.seed)
         cell["frames"].append(int(summary["frames"]))
         cell["wall_time_s"].append(float(summary["wall_time_s"]))
@@ -117,12 +129,13 @@ def _num(x, digits: int = 1) -> str:
 
 
 def table(cells: dict, games, learners, cores=("lstm",)) -> str:
-    """The markdown table of final scores beside the paper's column for each core and human scores."""
+    """Markdown table of final scores beside the paper's column for each core and human scores."""
     from envs.scores import human_normalized
     from envs.scores import reference_scores as random_human
 
     refs = {core: reference_scores(core) if core in CORES else {} for core in cores}
-    lines = ["| game | learner | core | frames | seeds | wall time | return (last 100) | human-normalised | "
+    lines = ["| game | learner | core | frames | seeds | wall time | return (last 100) | "
+             "human-normalised | "
              "RIMs paper, same core, PPO, 40M frames (Goyal et al. 2019, Table 7) | human |",
              "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
     for game in games:
@@ -137,13 +150,21 @@ def table(cells: dict, games, learners, cores=("lstm",)) -> str:
                 wall = f"{np.mean(cell['wall_time_s']) / 60:.0f} min" if cell else ""
                 seeds = str(len(cell["seeds"])) if cell else "0"
                 hns = None if mean is None else human_normalized(game, mean)
-                lines.append(f"| {game} | {learner} | {core} | {frames} | {seeds} | {wall} | {_num(mean)} | "
+                lines.append(f"| {game} | {learner} | {core} | {frames} | {seeds} | {wall} | "
+                             f"{_num(mean)} | "
                              f"{_num(hns, 0) + ' %' if hns is not None else 'n/a'} | "
-                             f"{f'{paper[0]:,.0f} ± {paper[1]:,.0f}' if paper else 'n/a'} | {_num(human)} |")
+                             f"{f'{paper[0]:,.0f} ± {paper[1]:,.0f}' if paper else 'n/a'} | "
+                             f"{_num(human)} |")
     return "\n".join(lines)
 
 
 def plot(cells: dict, games, learners, path: Path, cores=("lstm",)) -> None:
+    """Write ``panel.png`` to ``path``: training return against frames, one plot per game.
+
+    One line per (learner, core): the mean over seeds up to the frames the shortest seed reached,
+    with the seeds' range shaded; the RIMs paper's Table 7 scores and the human score are
+    horizontal lines.
+    """
     import matplotlib
 
     matplotlib.use("Agg")
@@ -165,10 +186,12 @@ def plot(cells: dict, games, learners, path: Path, cores=("lstm",)) -> None:
             top = min(c[0][-1] for c in curves)
             grid = np.linspace(min(c[0][0] for c in curves), top, 200)
             ys = np.array([np.interp(grid, x, y) for x, y in curves])
-            label = f"mira {learner}" + (f" {core}" if len(cores) > 1 else "") + f" ({len(curves)} seed(s))"
+            label = (f"mira {learner}" + (f" {core}" if len(cores) > 1 else "")
+                     + f" ({len(curves)} seed(s))")
             ax.plot(grid / 1e6, ys.mean(0), color=colors[i % len(colors)], label=label)
             if len(curves) > 1:
-                ax.fill_between(grid / 1e6, ys.min(0), ys.max(0), color=colors[i % len(colors)], alpha=0.2)
+                ax.fill_between(grid / 1e6, ys.min(0), ys.max(0), color=colors[i % len(colors)],
+                                alpha=0.2)
         for j, core in enumerate(c for c in cores if c in CORES):
             ref = reference_scores(core)
             if game in ref:
@@ -187,17 +210,28 @@ def plot(cells: dict, games, learners, path: Path, cores=("lstm",)) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m scripts.atari_panel", description=__doc__.split("\n\n")[0])
-    p.add_argument("overrides", nargs="*", metavar="dotted.key=value", help="applied to every trial")
+    """Run the panel through ``mira compare``, then write ``panel.png`` and ``panel.md``.
+
+    Returns the exit status: 0, 1 if a trial failed, 2 on a config error, 130 if interrupted.
+    """
+    p = argparse.ArgumentParser(prog="python -m scripts.atari_panel",
+                                description=__doc__.split("\n\n")[0])
+    p.add_argument("overrides", nargs="*", metavar="dotted.key=value",
+                   help="applied to every trial")
     p.add_argument("--frames", type=float, default=1e7, help="frames per trial (default 1e7)")
     p.add_argument("--games", nargs="+", default=list(GAMES), metavar="GAME")
     p.add_argument("--learners", nargs="+", default=list(PRESETS), choices=list(PRESETS))
     p.add_argument("--seeds", nargs="+", type=int, default=[0])
-    p.add_argument("--cores", nargs="+", choices=list(CORES), help="add a core axis (default: each preset's core)")
-    p.add_argument("--paper-widths", action="store_true", help="with --cores: LSTM 512 vs 6 RIMs x 85, k_A = 5 (appendix D.8)")
-    p.add_argument("--out", default="runs/atari_panel", help="output directory (default runs/atari_panel)")
-    p.add_argument("--max-concurrent", type=int, default=1, metavar="N", help="trials at once (default 1: 2 cores)")
-    p.add_argument("--dry-run", action="store_true", help="validate every trial and list what would run")
+    p.add_argument("--cores", nargs="+", choices=list(CORES),
+                   help="add a core axis (default: each preset's core)")
+    p.add_argument("--paper-widths", action="store_true",
+                   help="with --cores: LSTM 512 vs 6 RIMs x 85, k_A = 5 (appendix D.8)")
+    p.add_argument("--out", default="runs/atari_panel",
+                   help="output directory (default runs/atari_panel)")
+    p.add_argument("--max-concurrent", type=int, default=1, metavar="N",
+                   help="trials at once (default 1: 2 cores)")
+    p.add_argument("--dry-run", action="store_true",
+                   help="validate every trial and list what would run")
     args = p.parse_args(argv)
     from envs.scores import reference_scores as random_human
     from learners.config import ConfigError
@@ -206,7 +240,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.frames <= 0:
         p.error(f"--frames must be positive, got {args.frames:g}")
     if args.paper_widths and not args.cores:
-        p.error("--paper-widths sets the widths of --cores; give --cores lstm rims (or one of them)")
+        p.error("--paper-widths sets the widths of --cores; "
+                "give --cores lstm rims (or one of them)")
     ref = reference_scores()
     for game in args.games:
         try:
@@ -214,10 +249,11 @@ def main(argv: list[str] | None = None) -> int:
         except KeyError as e:
             p.error(f"{e.args[0]} (the panel needs a game's random and human scores)")
         if game not in ref:
-            print(f"[panel] {game} has no row in the RIMs paper's Table 7; its reference column reads n/a", file=sys.stderr)
+            print(f"[panel] {game} has no row in the RIMs paper's Table 7; "
+                  "its reference column reads n/a", file=sys.stderr)
     out = Path(args.out)
-    path = compare_file(out, args.frames, args.games, args.learners, args.seeds, args.overrides, args.cores,
-                        args.paper_widths)
+    path = compare_file(out, args.frames, args.games, args.learners, args.seeds, args.overrides,
+                        args.cores, args.paper_widths)
     try:
         result = run_compare(str(path), dry_run=args.dry_run, max_concurrent=args.max_concurrent)
         if args.dry_run:
@@ -233,10 +269,11 @@ def main(argv: list[str] | None = None) -> int:
     plot(cells, args.games, args.learners, out / "panel.png", cores)
     text = "\n".join([
         f"# Atari panel: {', '.join(args.learners)} on {', '.join(args.games)}", "",
-        f"Target {args.frames:,.0f} frames per trial, seeds {', '.join(map(str, args.seeds))}; return = training "
-        "return of whole games, mean of the last 100 episodes, mean over seeds; human-normalised = "
-        "100 (score - random) / (human - random) with envs/data/atari57_random_human.csv. The reference column "
-        "is the paper's, at 40M frames; ours at the frames shown.", "",
+        f"Target {args.frames:,.0f} frames per trial, seeds {', '.join(map(str, args.seeds))}; "
+        "return = training return of whole games, mean of the last 100 episodes, mean over seeds; "
+        "human-normalised = 100 (score - random) / (human - random) with "
+        "envs/data/atari57_random_human.csv. The reference column is the paper's, at 40M frames; "
+        "ours at the frames shown.", "",
         table(cells, args.games, args.learners, cores), "", "![panel](panel.png)", ""])
     (out / "panel.md").write_text(text)
     print(f"[panel] wrote {out / 'panel.md'} and {out / 'panel.png'}", file=sys.stderr)

@@ -5,10 +5,9 @@
     that the screen shows (Pong: our paddle's y, RAM[51]); the config's agent (torso ->
     core -> value head) regresses it with the config's optimizer, learning rate and
     gradient clip on ``0.5 * sum (V - y)^2`` over batches of ``T x B`` steps (IMPALA's
-    value term before its ``baseline_cost``). Prints the
-    explained variance on held-out batches every 100 updates: if it rises, frames reach
-    the agent intact and the agent can learn to read them; the RL signal is then what
-    decides whether a run learns.
+    value term before its ``baseline_cost``). Prints the explained variance on held-out
+    batches every 100 updates: if it rises, frames reach the agent intact and the agent can
+    learn to read them; the RL signal is then what decides whether a run learns.
 ``python -m scripts.atari_probe checkpoint RUN_DIR``
     Plays 4 unrolls of 8 envs with the run's last checkpoint and prints the policy's mean
     action probabilities, their spread across frames (a policy that ignores the screen has
@@ -28,15 +27,22 @@ import torch
 SCREEN_RAM = {"Pong": 51}
 
 
-def readout(config: str, overrides: list[str], updates: int, T: int = 20, B: int = 32, batches: int = 60,
-            every: int = 100) -> list[tuple[int, float]]:
+def readout(config: str, overrides: list[str], updates: int, T: int = 20, B: int = 32,
+            batches: int = 60, every: int = 100) -> list[tuple[int, float]]:
+    """The ``readout`` probe: can the config's agent learn to read a RAM byte off the screen?
+
+    Records ``batches`` batches of ``T x B`` random-play frames, holds a sixth of them out and
+    regresses the standardised byte on the rest for ``updates`` updates. Returns
+    ``(update, explained variance on the held-out batches)`` at 0 and every ``every`` updates.
+    """
     from envs.atari import make_atari
     from learners.config import load_config
     from learners.learner import Learner
 
     cfg = load_config(config, ["runtime.num_runners=0", *overrides])
     if cfg.env.suite != "atari" or cfg.env.game not in SCREEN_RAM:
-        raise SystemExit(f"atari_probe readout: needs env.suite=atari and env.game one of {', '.join(SCREEN_RAM)}")
+        raise SystemExit(f"atari_probe readout: needs env.suite=atari and env.game one of "
+                         f"{', '.join(SCREEN_RAM)}")
     torch.set_num_threads(1)
     envs = [make_atari(cfg.env.game, cfg.env.protocol) for _ in range(B)]
     for i, env in enumerate(envs):
@@ -55,8 +61,8 @@ def readout(config: str, overrides: list[str], updates: int, T: int = 20, B: int
                 obs[u, t, i] = o["pixels"]
                 target[u, t, i] = env.unwrapped.ale.getRAM()[SCREEN_RAM[cfg.env.game]]
     target = (target - target.mean()) / target.std()
-    spec = {"obs_shapes": {"pixels": obs.shape[3:]}, "num_actions": envs[0].action_space.n, "tasks": [cfg.env.game],
-            "frames_per_step": 4}
+    spec = {"obs_shapes": {"pixels": obs.shape[3:]}, "num_actions": envs[0].action_space.n,
+            "tasks": [cfg.env.game], "frames_per_step": 4}
     learner = Learner(cfg, spec, threads=1)
     agent, dev = learner.agent, learner.device  # the learner's device: a GPU where there is one
 
@@ -70,14 +76,17 @@ def readout(config: str, overrides: list[str], updates: int, T: int = 20, B: int
 
     def explained_variance() -> float:
         with torch.no_grad():
-            errors = [float(((agent(inputs(u), agent.initial_state(B, dev))[0].value - targets(u)) ** 2).mean())
+            errors = [float(((agent(inputs(u), agent.initial_state(B, dev))[0].value
+                              - targets(u)) ** 2).mean())
                       for u in range(n_train, n_train + n_test)]
         return 1.0 - float(np.mean(errors))  # targets are standardised
 
     history = [(0, explained_variance())]
-    print(f"[probe] {cfg.env.game} RAM[{SCREEN_RAM[cfg.env.game]}] from frames, optimizer {cfg.learner.optimizer.name} "
-          f"lr {cfg.learner.optimizer.lr} eps {cfg.learner.optimizer.eps}, torso init "
-          f"{cfg.agent.torso_options.get('init', 'torch')}: explained variance {history[0][1]:.3f} at 0 updates", flush=True)
+    print(f"[probe] {cfg.env.game} RAM[{SCREEN_RAM[cfg.env.game]}] from frames, "
+          f"optimizer {cfg.learner.optimizer.name} lr {cfg.learner.optimizer.lr} "
+          f"eps {cfg.learner.optimizer.eps}, "
+          f"torso init {cfg.agent.torso_options.get('init', 'torch')}: "
+          f"explained variance {history[0][1]:.3f} at 0 updates", flush=True)
     for k in range(1, updates + 1):
         u = int(rng.integers(n_train))
         out, _ = agent(inputs(u), agent.initial_state(B, dev))
@@ -90,6 +99,13 @@ def readout(config: str, overrides: list[str], updates: int, T: int = 20, B: int
 
 
 def checkpoint(run_dir: str) -> dict:
+    """The ``checkpoint`` probe: do the policy and value of a run's last checkpoint read the screen?
+
+    Plays 4 unrolls of 8 envs with the last checkpoint in ``run_dir``; returns (and prints) the
+    statistics listed in the module docstring, plus ``replay_error``: the largest gap between
+    the runner's logits and the probe's own replay of the same stream, which checks the probe's
+    path through the agent and should be about 0.
+    """
     from envs.runner import EnvRunner
     from learners.run_dir import RunDir
 
@@ -100,50 +116,65 @@ def checkpoint(run_dir: str) -> dict:
     state = RunDir.load_checkpoint(path)
     cfg = run.load_config()
     torch.set_num_threads(1)
-    runner = EnvRunner(cfg.env, cfg.agent, envs_per_runner=8, unroll_length=50, seed=99, popart=cfg.learner.popart)
+    runner = EnvRunner(cfg.env, cfg.agent, envs_per_runner=8, unroll_length=50, seed=99,
+                       popart=cfg.learner.popart)
     trajs = [runner.rollout(state["learner"]["agent"], 0) for _ in range(4)]
-    logits = np.concatenate([t.behaviour_logits[:-1] for t in trajs]).reshape(-1, trajs[0].behaviour_logits.shape[-1])
+    logits = np.concatenate([t.behaviour_logits[:-1] for t in trajs]).reshape(
+        -1, trajs[0].behaviour_logits.shape[-1])
     probs = torch.softmax(torch.from_numpy(logits), -1)
     values = np.concatenate([t.behaviour_value[:-1] for t in trajs]).ravel()
     agent = runner.agent
     torso = agent.torso
     if torso.as_set:
-        raise SystemExit("atari_probe checkpoint: the run's core reads the torso as a spatial set; the probe reads flat torsos")
+        raise SystemExit("atari_probe checkpoint: the run's core reads the torso as a spatial set; "
+                         "the probe reads flat torsos")
     # Consecutive unrolls tile one stream (row T of one is row 0 of the next): rows 0..T-1 of
     # each, in time order, are 4T steps of the same 8 envs from the first unroll's core state.
-    rows = {k: torch.from_numpy(np.concatenate([t.obs[k][:-1] for t in trajs])) for k in trajs[0].obs}
+    rows = {k: torch.from_numpy(np.concatenate([t.obs[k][:-1] for t in trajs]))
+            for k in trajs[0].obs}
     for key in ("last_action", "last_reward", "reset", "task_id"):
         rows[key] = torch.from_numpy(np.concatenate([getattr(t, key)[:-1] for t in trajs]))
     pixels = rows["pixels"].flatten(0, 1).float() / 255
     with torch.no_grad():
         conv1 = torso.conv[1](torso.conv[0](pixels))
         conv2 = torso.conv[3](torso.conv[2](conv1))
-        features = torso({k: rows[k] for k in agent.obs_keys}, rows["last_action"], rows["last_reward"])
+        features = torso({k: rows[k] for k in agent.obs_keys}, rows["last_action"],
+                         rows["last_reward"])
         fc = features[..., : torso.fc.out_features].flatten(0, 1)
-        core_out, _ = agent.core(features, tuple(torch.from_numpy(s) for s in trajs[0].initial_state), rows["reset"])
+        core_out, _ = agent.core(features,
+                                 tuple(torch.from_numpy(s) for s in trajs[0].initial_state),
+                                 rows["reset"])
         replayed_logits, _ = agent.head(core_out, rows["task_id"] if agent.reads_task_id else None)
     inactive = lambda x, dims: float(((x > 0).float().amax(dims) == 0).float().mean())  # noqa: E731
     result = {
-        "checkpoint": path.name, "policy_mean": probs.mean(0).tolist(), "policy_spread": probs.std(0).tolist(),
+        "checkpoint": path.name,
+        "policy_mean": probs.mean(0).tolist(), "policy_spread": probs.std(0).tolist(),
         "value_mean": float(values.mean()), "value_spread": float(values.std()),
-        "inactive_conv1": inactive(conv1, (0, 2, 3)), "inactive_conv2": inactive(conv2, (0, 2, 3)), "inactive_fc": inactive(fc, 0),
+        "inactive_conv1": inactive(conv1, (0, 2, 3)), "inactive_conv2": inactive(conv2, (0, 2, 3)),
+        "inactive_fc": inactive(fc, 0),
         "fc_rms": float(fc.pow(2).mean().sqrt()), "fc_spread": float(fc.std(0).mean()),
         "core_spread": float(core_out.flatten(0, 1).std(0).mean()),
         # The probe's own pass over the stream must give the runner's logits: a check of its path.
-        "replay_error": float((replayed_logits.reshape(-1, logits.shape[-1]) - torch.from_numpy(logits)).abs().max()),
+        "replay_error": float((replayed_logits.reshape(-1, logits.shape[-1])
+                               - torch.from_numpy(logits)).abs().max()),
     }
     print(f"[probe] {path.name}: policy {np.round(result['policy_mean'], 3)} spread across frames "
-          f"{np.round(result['policy_spread'], 3)}; value {result['value_mean']:.3f} spread {result['value_spread']:.3f}; "
-          f"inactive on all {len(pixels)} frames: conv1 {result['inactive_conv1']:.0%}, conv2 {result['inactive_conv2']:.0%}, "
-          f"fc {result['inactive_fc']:.0%}; fc rms {result['fc_rms']:.3f} spread {result['fc_spread']:.4f}; core output "
-          f"spread {result['core_spread']:.4f}", flush=True)
+          f"{np.round(result['policy_spread'], 3)}; value {result['value_mean']:.3f} "
+          f"spread {result['value_spread']:.3f}; inactive on all {len(pixels)} frames: "
+          f"conv1 {result['inactive_conv1']:.0%}, conv2 {result['inactive_conv2']:.0%}, "
+          f"fc {result['inactive_fc']:.0%}; fc rms {result['fc_rms']:.3f} "
+          f"spread {result['fc_spread']:.4f}; core output spread {result['core_spread']:.4f}",
+          flush=True)
     return result
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m scripts.atari_probe", description=__doc__.split("\n")[0])
+    """Run the probe named in ``argv`` (``readout`` or ``checkpoint``); return 0."""
+    parser = argparse.ArgumentParser(prog="python -m scripts.atari_probe",
+                                     description=__doc__.split("\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
-    r = sub.add_parser("readout", help="supervised: can the agent learn to read a RAM value off the screen?")
+    r = sub.add_parser("readout",
+                       help="supervised: can the agent learn to read a RAM value off the screen?")
     r.add_argument("config")
     r.add_argument("overrides", nargs="*", help="dotted.key=value")
     r.add_argument("--updates", type=int, default=400)

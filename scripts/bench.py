@@ -32,6 +32,10 @@ def _rate(fn, seconds: float, per_call: int, warmup: int = 2) -> float:
 
 
 def env_rate(runner, seconds: float) -> float:
+    """(a) Steps/s of the runner's envs under uniformly random actions, stepped in this process.
+
+    Resets at episode ends are timed but not counted as steps.
+    """
     rng = np.random.default_rng(0)
     envs, n = runner.envs, runner.suite.num_actions
 
@@ -45,6 +49,10 @@ def env_rate(runner, seconds: float) -> float:
 
 
 def inference_rate(runner, seconds: float) -> float:
+    """(b) Agent steps/s: a T = 1 forward of the runner's ``B`` envs and the action sampling.
+
+    Always on row 0 of the runner's buffers from the agent's initial state, in inference mode.
+    """
     inputs = runner._inputs(0)
     state = runner.agent.initial_state(runner.B)
 
@@ -57,6 +65,10 @@ def inference_rate(runner, seconds: float) -> float:
 
 
 def learner_rate(cfg, runner, seconds: float) -> float:
+    """(c) Steps/s of learner updates alone, repeated on one fixed batch of runner rollouts.
+
+    An update consumes ``T * B`` steps per unroll; PPO's epochs count each step once.
+    """
     from learners.algorithms import LEARNERS
     from learners.learner import Learner
 
@@ -68,6 +80,11 @@ def learner_rate(cfg, runner, seconds: float) -> float:
 
 
 def end_to_end_rate(cfg, seconds: float) -> float:
+    """(d) Agent steps/s of ``mira train`` itself, run in a temporary directory.
+
+    Frames are counted over ``seconds`` after a warm-up of ``seconds / 4`` and divided by the
+    frames per agent step; checkpoints and progress logs are off. Changes ``cfg.run`` in place.
+    """
     from learners.run_dir import RunDir
     from learners.trainer import Trainer
 
@@ -93,17 +110,25 @@ def end_to_end_rate(cfg, seconds: float) -> float:
 
 
 def run_bench(config_path: str, overrides: list[str], seconds: float = 20.0) -> dict:
+    """Measure (a)-(d) for a config, ``seconds`` each, and print them as they come.
+
+    Returns the four rates (steps/s), the compute-bound ``limit`` and the ``cores`` it assumes.
+    """
     from envs.runner import EnvRunner
     from learners.config import load_config
 
     cfg = load_config(config_path, overrides)
     torch.set_num_threads(1)
     runner = EnvRunner(cfg.env, cfg.agent, envs_per_runner=cfg.runtime.envs_per_runner,
-                       unroll_length=cfg.learner.unroll_length, seed=cfg.run.seed, popart=cfg.learner.popart,
-                       state_every=cfg.learner.recurrence)  # chunk states, as a run's runners record them
-    print(f"[bench] {config_path}: {cfg.env.suite} {runner.suite.tasks[0]}{' +' if len(runner.suite.tasks) > 1 else ''}, "
+                       unroll_length=cfg.learner.unroll_length, seed=cfg.run.seed,
+                       popart=cfg.learner.popart,
+                       # chunk states, as a run's runners record them
+                       state_every=cfg.learner.recurrence)
+    print(f"[bench] {config_path}: {cfg.env.suite} {runner.suite.tasks[0]}"
+          f"{' +' if len(runner.suite.tasks) > 1 else ''}, "
           f"{cfg.agent.torso}/{cfg.agent.core}/{cfg.agent.head}, learner {cfg.learner.name}, "
-          f"{cfg.runtime.num_runners} runners x {cfg.runtime.envs_per_runner} envs, T={cfg.learner.unroll_length}", flush=True)
+          f"{cfg.runtime.num_runners} runners x {cfg.runtime.envs_per_runner} envs, "
+          f"T={cfg.learner.unroll_length}", flush=True)
     a = env_rate(runner, seconds)
     print(f"[bench] (a) environment     {a:9.0f} steps/s  ({1e3 / a:.3f} core-ms/step)", flush=True)
     b = inference_rate(runner, seconds)
@@ -116,5 +141,6 @@ def run_bench(config_path: str, overrides: list[str], seconds: float = 20.0) -> 
     torch.set_num_threads(cores)
     d = end_to_end_rate(cfg, seconds)
     print(f"[bench] (d) end to end      {d:9.0f} steps/s", flush=True)
-    print(f"[bench] compute-bound limit on {cores} cores: {limit:.0f} steps/s; end to end reaches {100 * d / limit:.0f}% of it", flush=True)
+    print(f"[bench] compute-bound limit on {cores} cores: {limit:.0f} steps/s; "
+          f"end to end reaches {100 * d / limit:.0f}% of it", flush=True)
     return {"env": a, "inference": b, "learner": c, "end_to_end": d, "limit": limit, "cores": cores}

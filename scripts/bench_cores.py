@@ -30,8 +30,11 @@ from agents.cores import CORES
 
 
 def width_options(name: str, hidden: int) -> dict:
-    """Options giving core ``name`` a total state width of ``hidden``: ``hidden_size`` where the
-    Config has one; for RIMs, ``unit_size = hidden // num_units`` (the total width must divide)."""
+    """Options giving core ``name`` a total state width of ``hidden``.
+
+    ``hidden_size`` where the Config has one; for RIMs, ``unit_size = hidden // num_units`` (the
+    total width must divide); no options for a core with neither.
+    """
     fields = {f.name: f for f in dataclasses.fields(CORES[name].Config)}
     if "hidden_size" in fields:
         return {"hidden_size": hidden}
@@ -39,7 +42,8 @@ def width_options(name: str, hidden: int) -> dict:
         units = fields["num_units"].default
         if hidden % units:
             raise ValueError(f"--hidden {hidden} is not a multiple of {name}'s num_units={units}; "
-                             f"pick a multiple of {units} (e.g. {units * max(1, hidden // units)}).")
+                             f"pick a multiple of {units} "
+                             f"(e.g. {units * max(1, hidden // units)}).")
         return {"unit_size": hidden // units}
     return {}
 
@@ -52,8 +56,11 @@ def _time_ms(fn, calls: int) -> float:
 
 
 def _bench_fns(name: str, hidden: int, input_size: int, batch: int, unroll: int):
-    """Build core ``name`` and return (row, act, learn): ``act`` one inference step, ``learn``
-    one forward+backward over the unroll."""
+    """Build core ``name`` and return ``(row, act, learn)``.
+
+    ``row`` holds the core's name, parameter count and output size; ``act`` runs one inference
+    step, ``learn`` one forward+backward over the unroll.
+    """
     torch.manual_seed(0)
     core = CORES[name](input_size, **width_options(name, hidden))
     row = {"core": name, "params": sum(p.numel() for p in core.parameters()),
@@ -78,9 +85,13 @@ def _bench_fns(name: str, hidden: int, input_size: int, batch: int, unroll: int)
     return row, act, learn
 
 
-def bench(names: list[str], hidden: int, input_size: int, batch: int, unroll: int, rounds: int) -> list[dict]:
-    """Median timings over ``rounds`` rounds; each round times every core in turn, so a busy
-    machine slows all cores alike and the ratios stay meaningful."""
+def bench(names: list[str], hidden: int, input_size: int, batch: int, unroll: int,
+          rounds: int) -> list[dict]:
+    """Median ``act_ms`` and ``learn_ms`` of each core over ``rounds`` rounds.
+
+    Each round times every core in turn, so a busy machine slows all cores alike and the ratios
+    stay meaningful.
+    """
     built = [_bench_fns(n, hidden, input_size, batch, unroll) for n in names]
     for _, act, learn in built:  # warm-up
         _time_ms(act, 10)
@@ -99,6 +110,10 @@ def bench(names: list[str], hidden: int, input_size: int, batch: int, unroll: in
 
 
 def format_table(rows: list[dict], batch: int, unroll: int) -> str:
+    """``bench``'s rows as a markdown table, each timing also as a ratio to the LSTM's.
+
+    Without an LSTM row, the ratios are to the first row.
+    """
     base = next((r for r in rows if r["core"] == "lstm"), rows[0])
     lines = [
         f"| core | H | params | act T=1 B={batch} (ms) | x {base['core']} | "
@@ -108,19 +123,26 @@ def format_table(rows: list[dict], batch: int, unroll: int) -> str:
     for r in rows:
         lines.append(
             f"| {r['core']} | {r['output_size']} | {r['params']:,} | {r['act_ms']:.3f} | "
-            f"{r['act_ms'] / base['act_ms']:.2f} | {r['learn_ms']:.2f} | {r['learn_ms'] / base['learn_ms']:.2f} |"
+            f"{r['act_ms'] / base['act_ms']:.2f} | {r['learn_ms']:.2f} | "
+            f"{r['learn_ms'] / base['learn_ms']:.2f} |"
         )
     return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> list[dict]:
-    parser = argparse.ArgumentParser(prog="python -m scripts.bench_cores", description=__doc__.split("\n")[0])
-    parser.add_argument("--cores", nargs="+", default=None, help="core names (default: every registered core)")
-    parser.add_argument("--hidden", type=int, default=252, help="total state width of every core (RIMs: 6 x 42)")
-    parser.add_argument("--input-size", type=int, default=256, help="width of the core's input (torso output)")
+    """Time every core in ``--cores`` (the LSTM first), print the table; return its rows."""
+    parser = argparse.ArgumentParser(prog="python -m scripts.bench_cores",
+                                     description=__doc__.split("\n")[0])
+    parser.add_argument("--cores", nargs="+", default=None,
+                        help="core names (default: every registered core)")
+    parser.add_argument("--hidden", type=int, default=252,
+                        help="total state width of every core (RIMs: 6 x 42)")
+    parser.add_argument("--input-size", type=int, default=256,
+                        help="width of the core's input (torso output)")
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--unroll", type=int, default=20, help="T of the forward+backward timing")
-    parser.add_argument("--rounds", type=int, default=20, help="timing rounds (each: 10 act steps, 1 learn step per core)")
+    parser.add_argument("--rounds", type=int, default=20,
+                        help="timing rounds (each: 10 act steps, 1 learn step per core)")
     parser.add_argument("--threads", type=int, default=1, help="torch.set_num_threads")
     args = parser.parse_args(argv)
 
@@ -129,8 +151,8 @@ def main(argv: list[str] | None = None) -> list[dict]:
     if "lstm" in names:  # the baseline first
         names = ["lstm"] + [n for n in names if n != "lstm"]
     rows = bench(names, args.hidden, args.input_size, args.batch_size, args.unroll, args.rounds)
-    print(f"torch {torch.__version__}, {torch.get_num_threads()} thread(s), input {args.input_size}, "
-          f"hidden {args.hidden}")
+    print(f"torch {torch.__version__}, {torch.get_num_threads()} thread(s), "
+          f"input {args.input_size}, hidden {args.hidden}")
     print(format_table(rows, args.batch_size, args.unroll))
     return rows
 

@@ -1,8 +1,11 @@
 """The ``mira`` command line: train, evaluate, compare, bench.
 
+Usage (``mira COMMAND --help`` lists a command's options):
+
     mira train CONFIG [dotted.key=value ...]
     mira train --resume RUN_DIR [dotted.key=value ...]
-    mira evaluate RUN_DIR_OR_CHECKPOINT [--episodes N] [--tasks ...] [--protocol dqn|machado] [--video N]
+    mira evaluate RUN_DIR_OR_CHECKPOINT [--episodes N] [--tasks ...] [--protocol dqn|machado]
+                  [--video N]
     mira compare COMPARE_CONFIG [--dry-run] [--max-concurrent N]
     mira bench CONFIG [dotted.key=value ...]
 """
@@ -28,7 +31,8 @@ def _train(args) -> int:
         ckpt = run.latest_checkpoint()
         if ckpt is None:
             raise ConfigError(f"cannot resume: {args.resume} has no checkpoint in checkpoints/")
-        RunDir.load_checkpoint(ckpt)  # refused here, before anything starts, if its weights are not finite
+        # Refused here, before anything starts, if its weights are not finite.
+        RunDir.load_checkpoint(ckpt)
         cfg = run.resume_config(args.overrides)
         print(f"[mira] resuming {run.path} from {ckpt.name}", file=sys.stderr)
     else:
@@ -41,9 +45,11 @@ def _train(args) -> int:
     summary = Trainer(cfg, run, resume_from=ckpt, quiet=args.quiet).train()
     if summary.get("diverged"):
         d = summary["diverged"]
-        print(f"[mira] diverged: updates {d['last_good_update'] + 1}-{d['update']} had a non-finite loss or gradient "
-              f"({d['skipped_in_row']} in a row) and were skipped; stopped at {summary['frames']:,} frames with the "
-              f"weights of update {d['last_good_update']}, written to {d['checkpoint'] or 'no checkpoint (see the log)'}",
+        print(f"[mira] diverged: updates {d['last_good_update'] + 1}-{d['update']} had a "
+              f"non-finite loss or gradient ({d['skipped_in_row']} in a row) and were skipped; "
+              f"stopped at {summary['frames']:,} frames with the weights of update "
+              f"{d['last_good_update']}, written to "
+              f"{d['checkpoint'] or 'no checkpoint (see the log)'}",
               file=sys.stderr)
         return 3
     ret = summary["episode_return_mean"]
@@ -60,10 +66,12 @@ def _evaluate(args) -> int:
     from scripts.evaluate import evaluate_checkpoint
 
     if args.episodes < 1 or args.video < 0:
-        raise ConfigError(f"--episodes must be at least 1 and --video at least 0, got {args.episodes} and {args.video}")
+        raise ConfigError(f"--episodes must be at least 1 and --video at least 0, "
+                          f"got {args.episodes} and {args.video}")
 
-    result = evaluate_checkpoint(args.target, episodes=args.episodes, tasks=args.tasks, protocol=args.protocol,
-                                 num_runners=args.num_runners, overrides=args.overrides, video=args.video,
+    result = evaluate_checkpoint(args.target, episodes=args.episodes, tasks=args.tasks,
+                                 protocol=args.protocol, num_runners=args.num_runners,
+                                 overrides=args.overrides, video=args.video,
                                  rims_strip=args.rims_strip)
     for name, a in result["aggregates"].items():
         print(f"{name:12s} {a['value']:10.3f}  95% CI [{a['ci95'][0]:.3f}, {a['ci95'][1]:.3f}]")
@@ -78,27 +86,38 @@ def _bench(args) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="mira", description="Distributed RL for studying recurrent cores and heads.")
+    """The ``mira`` parser; each subcommand sets ``fn``, the handler that ``main`` calls."""
+    parser = argparse.ArgumentParser(
+        prog="mira", description="Distributed RL for studying recurrent cores and heads.")
     sub = parser.add_subparsers(dest="command", required=True)
     t = sub.add_parser("train", help="train an agent (IMPALA or PPO) from a config")
     t.add_argument("config", nargs="?", help="YAML config, e.g. configs/impala_minigrid.yaml")
-    t.add_argument("overrides", nargs="*", help="dotted.key=value overrides, e.g. run.total_frames=2e6")
-    t.add_argument("--resume", metavar="RUN_DIR", help="continue the run in RUN_DIR from its last checkpoint")
+    t.add_argument("overrides", nargs="*",
+                   help="dotted.key=value overrides, e.g. run.total_frames=2e6")
+    t.add_argument("--resume", metavar="RUN_DIR",
+                   help="continue the run in RUN_DIR from its last checkpoint")
     t.add_argument("--quiet", action="store_true", help="no progress lines")
     t.set_defaults(fn=_train)
-    e = sub.add_parser("evaluate", help="evaluate a run or checkpoint: returns, normalised scores, CIs")
+    e = sub.add_parser("evaluate",
+                       help="evaluate a run or checkpoint: returns, normalised scores, CIs")
     e.add_argument("target", metavar="RUN_DIR_OR_CHECKPOINT")
     e.add_argument("overrides", nargs="*", help="dotted.key=value overrides of the run's config")
     e.add_argument("--episodes", type=int, default=10, help="episodes per task")
-    e.add_argument("--tasks", nargs="+", help="evaluate only these tasks (names as in the run's suite)")
-    e.add_argument("--protocol", choices=["dqn", "machado"], help="Atari protocol to evaluate under")
-    e.add_argument("--num-runners", type=int, help="0 = in-process; default: the run's runtime.num_runners")
+    e.add_argument("--tasks", nargs="+",
+                   help="evaluate only these tasks (names as in the run's suite)")
+    e.add_argument("--protocol", choices=["dqn", "machado"],
+                   help="Atari protocol to evaluate under")
+    e.add_argument("--num-runners", type=int,
+                   help="0 = in-process; default: the run's runtime.num_runners")
     e.add_argument("--video", type=int, default=0, metavar="N",
-                   help="also record N episodes per task as MP4 (GIF without an encoder) in RUN_DIR/videos")
+                   help="also record N episodes per task as MP4 (GIF without an encoder) "
+                        "in RUN_DIR/videos")
     e.add_argument("--rims-strip", action="store_true",
-                   help="with --video and a RIMs core: a strip under the frames showing which RIMs are active")
+                   help="with --video and a RIMs core: a strip under the frames showing "
+                        "which RIMs are active")
     e.set_defaults(fn=_evaluate)
-    b = sub.add_parser("bench", help="throughput benchmark of a config: env, inference, learner, end to end")
+    b = sub.add_parser("bench",
+                       help="throughput benchmark of a config: env, inference, learner, end to end")
     b.add_argument("config")
     b.add_argument("overrides", nargs="*")
     b.add_argument("--seconds", type=float, default=20.0, help="duration of each measurement")
@@ -110,6 +129,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run the subcommand in ``argv`` (default: ``sys.argv``); return its exit status.
+
+    A ``ConfigError`` (a bad config or argument) exits 2 and a ``RunStopped`` (a run that
+    cannot go on) exits 1, each printed as one ``mira: error:`` line rather than a traceback.
+    """
     logging.basicConfig(level=logging.WARNING, format="[mira] %(levelname)s %(message)s")
     args = build_parser().parse_args(argv)
     try:

@@ -6,7 +6,8 @@ A compare file (``configs/compare_*.yaml``)::
     base: configs/impala_lab6.yaml    # training config (relative to this file, else to the cwd)
     overrides: {run.total_frames: 2e5}   # every trial (dotted keys or nested mappings)
     matrix: {agent.head: [linear, multiplicative]}   # the cartesian product = the variants
-    variants: [{agent.head: linear}, {agent.head: multiplicative, agent.head_options: {context: learnt}}]
+    variants: [{agent.head: linear},
+               {agent.head: multiplicative, agent.head_options: {context: learnt}}]
                                       # or list them (crossed with the matrix when both are given)
     seeds: [0, 1, 2]                  # run.seed; a trial = one variant x one seed (a matrix
                                       # key run.seed means the same)
@@ -56,26 +57,38 @@ AGGREGATES = ("median", "mean", "iqm", "capped_mean")
 
 @dataclass
 class EvaluateSpec:
+    """The ``evaluate:`` section of a compare file: the final evaluation of every trial."""
+
     episodes: int = 10  # evaluation episodes per task of each trial's final checkpoint (0 = none)
-    num_runners: int = 0  # 0: evaluate inside the trial's task; >0: one Ray evaluator actor per task
+    num_runners: int = 0  # 0: evaluate in the trial's task; >0: one Ray evaluator actor per task
 
 
 @dataclass
 class ResourcesSpec:
-    cpus_per_trial: float = 1.0  # CPUs a trial's task reserves (with runtime.num_runners 0: the whole run)
+    """The ``resources:`` section of a compare file: what each trial's Ray task reserves, and where.
+
+    Runner and learner actors of a trial with ``runtime.num_runners`` > 0 reserve their own CPUs
+    and GPU on top of this (see ``_capacity``).
+    """
+
+    # CPUs a trial's task reserves (with runtime.num_runners 0: the whole run)
+    cpus_per_trial: float = 1.0
     gpus_per_trial: float = 0.0  # GPUs a trial's task reserves (for an in-process learner)
-    placement: str = "driver"  # driver: trial tasks on this node; spread: anywhere (shared filesystem)
+    placement: str = "driver"  # driver: trial tasks on this node; spread: anywhere (shared FS)
 
 
 @dataclass
 class CompareSpec:
+    """A compare file (see the module docstring for its format), as read by ``load_spec``."""
+
     name: str = ""  # names the output directory runs/compare/<name>
     base: str = ""  # training config (a matrix key `base` overrides it per variant)
     out: str = ""  # output directory; default runs/compare/<name>
     overrides: dict = field(default_factory=dict)  # dotted key -> value, applied to every trial
-    matrix: dict = field(default_factory=dict)  # dotted key -> list of values; the product = variants
-    variants: list = field(default_factory=list)  # explicit variants (mappings of dotted key -> value), crossed with the matrix
-    seeds: list[int] = field(default_factory=lambda: [0, 1, 2])  # run.seed of each trial of a variant
+    matrix: dict = field(default_factory=dict)  # dotted key -> list of values; product = variants
+    # explicit variants (mappings of dotted key -> value), crossed with the matrix
+    variants: list = field(default_factory=list)
+    seeds: list[int] = field(default_factory=lambda: [0, 1, 2])  # run.seed of each variant's trials
     aggregate: str = "iqm"  # headline score: median, mean, iqm or capped_mean over seeds x tasks
     evaluate: EvaluateSpec = field(default_factory=EvaluateSpec)
     resources: ResourcesSpec = field(default_factory=ResourcesSpec)
@@ -84,6 +97,8 @@ class CompareSpec:
 
 @dataclass
 class Trial:
+    """One variant x one seed: its settings, config overrides and validated training config."""
+
     variant: str  # slug of the variant, e.g. "head-linear"
     settings: dict  # matrix key -> value of this variant
     seed: int
@@ -93,10 +108,12 @@ class Trial:
 
     @property
     def slug(self) -> str:
+        """``<variant>-seed<k>``: the trial's name and the name of its run directory."""
         return f"{self.variant}-seed{self.seed}"
 
     @property
     def dir(self) -> Path:
+        """The trial's run directory, ``run.dir`` (``<out>/trials/<slug>``)."""
         return Path(self.cfg.run.dir)
 
 
@@ -104,7 +121,8 @@ def _resolve(path: str, near: Path) -> Path:
     for candidate in (near / path, Path(path)):
         if candidate.is_file():
             return candidate.resolve()
-    raise ConfigError(f"training config {path!r} not found next to the compare file ({near}) or in the cwd")
+    raise ConfigError(f"training config {path!r} not found next to the compare file ({near}) "
+                      "or in the cwd")
 
 
 def _slug(settings: dict) -> str:
@@ -119,25 +137,32 @@ def _slug(settings: dict) -> str:
 
 
 def load_spec(path: str | Path, out: str | None = None) -> tuple[CompareSpec, list[Trial], Path]:
-    """Read a compare file and validate every trial's config (nothing runs): (spec, trials, out dir)."""
+    """Read a compare file and validate every trial's config (nothing runs).
+
+    Returns (spec, trials, output directory).
+    """
     path = Path(path)
     if not path.is_file():
         raise ConfigError(f"compare file {str(path)!r} does not exist")
     raw = read_yaml(path) or {}
     spec = from_dict(CompareSpec, raw)
     if "run.seed" in flatten(spec.overrides):
-        raise ConfigError("overrides.run.seed would be replaced by each trial's seed; list the seeds in `seeds:`")
+        raise ConfigError("overrides.run.seed would be replaced by each trial's seed; "
+                          "list the seeds in `seeds:`")
     if "run.seed" in spec.matrix:  # a seed axis in the matrix is the seeds list, not a variant axis
         seeds = spec.matrix.pop("run.seed")
         if "seeds" in raw and raw["seeds"] != seeds:
-            raise ConfigError(f"seeds are given twice: matrix.run.seed {seeds} and seeds {raw['seeds']}; keep one")
+            raise ConfigError(f"seeds are given twice: matrix.run.seed {seeds} and seeds "
+                              f"{raw['seeds']}; keep one")
         spec.seeds = seeds
     name = spec.name or path.stem
     out = Path(out or spec.out or Path("runs") / "compare" / name).resolve()
     if spec.aggregate not in AGGREGATES:
-        raise ConfigError(f"aggregate must be one of {', '.join(AGGREGATES)}, got {spec.aggregate!r}")
+        raise ConfigError(
+            f"aggregate must be one of {', '.join(AGGREGATES)}, got {spec.aggregate!r}")
     if spec.resources.placement not in ("driver", "spread"):
-        raise ConfigError(f"resources.placement must be driver or spread, got {spec.resources.placement!r}")
+        raise ConfigError(
+            f"resources.placement must be driver or spread, got {spec.resources.placement!r}")
     if not spec.seeds or len(set(spec.seeds)) != len(spec.seeds):
         raise ConfigError(f"seeds must be a non-empty list of distinct integers, got {spec.seeds}")
     for key, values in spec.matrix.items():
@@ -145,7 +170,8 @@ def load_spec(path: str | Path, out: str | None = None) -> tuple[CompareSpec, li
             raise ConfigError(f"matrix.{key}: expected a non-empty list of values, got {values!r}")
     for i, v in enumerate(spec.variants):
         if not isinstance(v, dict) or not v:
-            raise ConfigError(f"variants[{i}]: expected a mapping of dotted keys to values, got {v!r}")
+            raise ConfigError(
+                f"variants[{i}]: expected a mapping of dotted keys to values, got {v!r}")
     explicit = [flatten(v) for v in spec.variants] or [{}]
     if not spec.base and "base" not in spec.matrix and not all("base" in v for v in explicit):
         raise ConfigError("the compare file needs `base: TRAINING_CONFIG` (or a matrix key `base`)")
@@ -156,14 +182,16 @@ def load_spec(path: str | Path, out: str | None = None) -> tuple[CompareSpec, li
     for settings in combos:
         variant = _slug(settings)
         if variant in slugs:
-            raise ConfigError(f"two variants share the directory name {variant!r}; make the variants distinct")
+            raise ConfigError(f"two variants share the directory name {variant!r}; "
+                              "make the variants distinct")
         slugs.add(variant)
         base = _resolve(str(settings.get("base", spec.base)), path.parent)
         mine = [override(k, v) for key, value in settings.items() if key != "base"
                 for k, v in flatten({key: value}).items()]
         for seed in spec.seeds:
             where = out / "trials" / f"{variant}-seed{seed}"
-            overrides = common + mine + [f"run.seed={seed}", f"run.dir={where}", f"run.name={name}-{where.name}"]
+            overrides = common + mine + [f"run.seed={seed}", f"run.dir={where}",
+                                         f"run.name={name}-{where.name}"]
             try:
                 cfg = load_config(base, overrides)
             except ConfigError as e:
@@ -206,17 +234,21 @@ def _capacity(ray, spec: CompareSpec, cfg: ExperimentConfig) -> int:
 def _progress(run_dir: Path) -> str:
     """The newest progress line of a running trial, shortened."""
     try:
-        lines = [line for line in (run_dir / "train.log").read_text().splitlines() if "return(last100)" in line]
+        lines = [line for line in (run_dir / "train.log").read_text().splitlines()
+                 if "return(last100)" in line]
     except OSError:
         return "starting"
     m = re.search(r"frames\s+([\d,]+).*?return\(last100\)\s+(\S+)", lines[-1]) if lines else None
     return f"{m.group(1)} frames, return(last100) {m.group(2)}" if m else "starting"
 
 
-def _run_jobs(jobs: list[dict], spec: CompareSpec, cfg: ExperimentConfig, max_concurrent: int | None,
-              quiet: bool) -> tuple[dict, dict]:
-    """Run ``jobs`` as Ray tasks (Ray starts only if there is work), at most ``max_concurrent``
-    at once (default: what the cluster holds): ({slug: result}, {slug: error})."""
+def _run_jobs(jobs: list[dict], spec: CompareSpec, cfg: ExperimentConfig,
+              max_concurrent: int | None, quiet: bool) -> tuple[dict, dict]:
+    """Run ``jobs`` as Ray tasks: ({slug: result}, {slug: error}).
+
+    Ray starts only if there is work; at most ``max_concurrent`` tasks run at once (default: what
+    the cluster holds).
+    """
     if not jobs:
         return {}, {}
     ray = _connect(spec, cfg)
@@ -224,10 +256,13 @@ def _run_jobs(jobs: list[dict], spec: CompareSpec, cfg: ExperimentConfig, max_co
 
     limit = max_concurrent or _capacity(ray, spec, cfg)
     tell = (lambda *a: None) if quiet else say
-    tell(f"running {len(jobs)} trial(s), up to {limit} at once, on {ray.cluster_resources().get('CPU', 0):.0f} CPUs")
-    opts = dict(num_cpus=spec.resources.cpus_per_trial, num_gpus=spec.resources.gpus_per_trial, max_retries=1)
+    tell(f"running {len(jobs)} trial(s), up to {limit} at once, "
+         f"on {ray.cluster_resources().get('CPU', 0):.0f} CPUs")
+    opts = dict(num_cpus=spec.resources.cpus_per_trial, num_gpus=spec.resources.gpus_per_trial,
+                max_retries=1)
     if spec.resources.placement == "driver":
-        opts["scheduling_strategy"] = NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), soft=False)
+        opts["scheduling_strategy"] = NodeAffinitySchedulingStrategy(
+            ray.get_runtime_context().get_node_id(), soft=False)
     task = ray.remote(run_trial).options(**opts)
     pending, running, results, failed = list(jobs), {}, {}, {}
     last = time.time()
@@ -244,20 +279,23 @@ def _run_jobs(jobs: list[dict], spec: CompareSpec, cfg: ExperimentConfig, max_co
                     results[job["slug"]] = res = ray.get(ref)
                 except Exception as e:  # noqa: BLE001 - one failed trial does not stop the others
                     failed[job["slug"]] = str(e).strip().splitlines()[-1][:300]
-                    tell(f"FAILED   {job['slug']}: {failed[job['slug']]} (see {job['dir']}/train.log)")
+                    tell(f"FAILED   {job['slug']}: {failed[job['slug']]} "
+                         f"(see {job['dir']}/train.log)")
                     continue
                 s, ev = res["summary"], res["eval"]
                 ret = s.get("episode_return_mean")
                 agg = (ev or {}).get("aggregates", {}).get(spec.aggregate)
                 score = f", eval {spec.aggregate} {agg['value']:.3f}" if agg else ""
-                tell(f"finished {job['slug']}: {s['frames']:,} frames, {time.time() - start:.0f}s, return(last100) "
-                    f"{'n/a' if ret is None else f'{ret:.3f}'}{score} [{len(results) + len(failed)}/{len(jobs)}]")
+                tell(f"finished {job['slug']}: {s['frames']:,} frames, {time.time() - start:.0f}s, "
+                     f"return(last100) {'n/a' if ret is None else f'{ret:.3f}'}{score} "
+                     f"[{len(results) + len(failed)}/{len(jobs)}]")
             if running and time.time() - last >= 30.0:
                 last = time.time()
                 for job, _ in running.values():
                     tell(f"  {job['slug']}: {_progress(Path(job['dir']))}")
     except KeyboardInterrupt:
-        tell("interrupted: stopping trials (each writes a checkpoint); re-run the same command to resume")
+        tell("interrupted: stopping trials (each writes a checkpoint); "
+             "re-run the same command to resume")
         for ref in running:
             ray.cancel(ref)
         ray.wait(list(running), num_returns=len(running), timeout=60)
@@ -265,9 +303,12 @@ def _run_jobs(jobs: list[dict], spec: CompareSpec, cfg: ExperimentConfig, max_co
     return results, failed
 
 
-def run_compare(path: str, dry_run: bool = False, max_concurrent: int | None = None, out: str | None = None,
-                quiet: bool = False) -> dict:
-    """Validate, run every trial, evaluate, report. Returns {"out", "trials": {slug: status}, "failed", "results"}."""
+def run_compare(path: str, dry_run: bool = False, max_concurrent: int | None = None,
+                out: str | None = None, quiet: bool = False) -> dict:
+    """Validate, run every trial, evaluate, report.
+
+    Returns {"out", "trials": {slug: status}, "failed", "results"}.
+    """
     from scripts import pbt as pbt_mod
     from scripts.report import write_report
 
@@ -276,17 +317,21 @@ def run_compare(path: str, dry_run: bool = False, max_concurrent: int | None = N
     spec, trials, out_dir = load_spec(path, out)
     status = {t.slug: trial_state(t.dir, t.cfg.run.total_frames) for t in trials}
     if dry_run or not quiet:
-        say(f"compare {spec.name or Path(path).stem}: {len({t.variant for t in trials})} variant(s) x "
-             f"{len(spec.seeds)} seed(s) -> {out_dir}")
+        say(f"compare {spec.name or Path(path).stem}: {len({t.variant for t in trials})} "
+            f"variant(s) x {len(spec.seeds)} seed(s) -> {out_dir}")
         for t in trials:
-            say(f"  {t.slug:40s} {status[t.slug]:7s} {t.cfg.run.total_frames:>12,} frames  {Path(t.base).name}")
+            say(f"  {t.slug:40s} {status[t.slug]:7s} {t.cfg.run.total_frames:>12,} frames  "
+                f"{Path(t.base).name}")
     if dry_run:
         return {"out": str(out_dir), "trials": status, "failed": {}, "results": None}
     out_dir.mkdir(parents=True, exist_ok=True)
     # Ray is sized for the hungriest trial: a matrix over presets (`base`) mixes runner counts,
     # and a local instance sized for the first would leave a bigger trial's actors waiting forever.
-    widest = max((t.cfg for t in trials), key=lambda c: (c.runtime.num_runners + c.runtime.learner_cpus) if c.runtime.num_runners else 0)
-    run_jobs = functools.partial(_run_jobs, spec=spec, cfg=widest, max_concurrent=max_concurrent, quiet=quiet)
+    widest = max((t.cfg for t in trials),
+                 key=lambda c: (c.runtime.num_runners + c.runtime.learner_cpus)
+                               if c.runtime.num_runners else 0)
+    run_jobs = functools.partial(_run_jobs, spec=spec, cfg=widest, max_concurrent=max_concurrent,
+                                 quiet=quiet)
     if spec.pbt.enabled:
         ran, failed = pbt_mod.run_population(spec, trials, out_dir, run_jobs, quiet)
         status.update({t.slug: "trained" if t.slug in ran else "skipped" for t in trials})
@@ -298,12 +343,15 @@ def run_compare(path: str, dry_run: bool = False, max_concurrent: int | None = N
             if not quiet:
                 say(f"skipped  {j['slug']} (finished and evaluated)")
         results, failed = run_jobs([j for j in jobs if needs_work(j)])
-        status.update({s: {"new": "trained", "resume": "resumed", "done": "evaluated"}[r["state"]] for s, r in results.items()})
+        status.update({s: {"new": "trained", "resume": "resumed", "done": "evaluated"}[r["state"]]
+                       for s, r in results.items()})
     status.update({s: "failed" for s in failed})
     ok = [t for t in trials if t.slug not in failed]
-    results = write_report(out_dir, spec, ok, failed, trials[0].cfg.run.total_frames) if ok else None
+    results = (write_report(out_dir, spec, ok, failed, trials[0].cfg.run.total_frames)
+               if ok else None)
     if not quiet:
-        say(f"wrote {out_dir / 'report.md'}, results.json and plots" if ok else "every trial failed; no report")
+        say(f"wrote {out_dir / 'report.md'}, results.json and plots" if ok
+            else "every trial failed; no report")
     return {"out": str(out_dir), "trials": status, "failed": failed, "results": results}
 
 
@@ -312,7 +360,8 @@ def run_compare(path: str, dry_run: bool = False, max_concurrent: int | None = N
 
 def _command(args) -> int:
     try:
-        result = run_compare(args.config, dry_run=args.dry_run, max_concurrent=args.max_concurrent, out=args.out)
+        result = run_compare(args.config, dry_run=args.dry_run, max_concurrent=args.max_concurrent,
+                             out=args.out)
     except KeyboardInterrupt:
         return 130
     if result["failed"]:
@@ -323,17 +372,22 @@ def _command(args) -> int:
 
 def add_parser(subparsers) -> argparse.ArgumentParser:
     """Register ``mira compare`` on the CLI's subparsers."""
-    c = subparsers.add_parser("compare", help="train variants x seeds on Ray, evaluate, write a report with plots")
-    c.add_argument("config", metavar="COMPARE_FILE", help="compare YAML, e.g. configs/compare_heads_lab6.yaml")
-    c.add_argument("--dry-run", action="store_true", help="validate every trial and list what would run")
-    c.add_argument("--max-concurrent", type=int, metavar="N", help="trials in flight at once (default: what the cluster holds)")
-    c.add_argument("--out", metavar="DIR", help="output directory (default: the file's `out`, else runs/compare/<name>)")
+    c = subparsers.add_parser(
+        "compare", help="train variants x seeds on Ray, evaluate, write a report with plots")
+    c.add_argument("config", metavar="COMPARE_FILE",
+                   help="compare YAML, e.g. configs/compare_heads_lab6.yaml")
+    c.add_argument("--dry-run", action="store_true",
+                   help="validate every trial and list what would run")
+    c.add_argument("--max-concurrent", type=int, metavar="N",
+                   help="trials in flight at once (default: what the cluster holds)")
+    c.add_argument("--out", metavar="DIR",
+                   help="output directory (default: the file's `out`, else runs/compare/<name>)")
     c.set_defaults(fn=_command)
     return c
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m scripts.compare FILE ...`` = ``mira compare FILE ...`` (without importing the CLI)."""
+    """``mira compare FILE ...`` as ``python -m scripts.compare FILE ...`` (no CLI import)."""
     parser = argparse.ArgumentParser(prog="python -m scripts")
     add_parser(parser.add_subparsers())
     args = parser.parse_args(["compare", *(sys.argv[1:] if argv is None else argv)])

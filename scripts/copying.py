@@ -26,7 +26,8 @@ GPU-sized: hours per core on 2 CPU cores.
 Both columns matter: the train-length CE must be near 0 (the task learnt) before the
 test-length CE says anything about length generalisation.
 
-    python -m scripts.copying [--cores lstm rims mi_lstm alstm] [--steps 400] [--hidden 120] [--paper]
+    python -m scripts.copying [--cores lstm rims mi_lstm alstm] [--steps 400] [--hidden 120]
+                              [--paper]
 """
 
 from __future__ import annotations
@@ -47,9 +48,12 @@ BLANK, DELIMITER, NUM_SYMBOLS, COPY_LENGTH = 0, 9, 8, 10
 VOCAB = 10
 
 
-def copying_batch(batch: int, dormant: int, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
-    """Inputs ``[T, B]`` (T = dormant + 21) and targets ``[10, B]`` (symbol index 0-7 of the
-    digit to output at each of the last 10 steps)."""
+def copying_batch(batch: int, dormant: int,
+                  generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+    """A batch of copying sequences: inputs ``[T, B]`` (T = dormant + 21), targets ``[10, B]``.
+
+    A target is the symbol index 0-7 of the digit to output at each of the last 10 steps.
+    """
     digits = torch.randint(1, NUM_SYMBOLS + 1, (COPY_LENGTH, batch), generator=generator)
     x = torch.cat([
         digits,
@@ -73,7 +77,7 @@ class CopyModel(nn.Module):
         self.readout = nn.Linear(self.core.output_size, NUM_SYMBOLS)
 
     def forward(self, tokens: torch.Tensor) -> torch.Tensor:
-        """tokens [T, B] -> logits of the last 10 steps [10, B, 8]."""
+        """Tokens [T, B] -> logits of the last 10 steps [10, B, 8]."""
         T, B = tokens.shape
         y, _ = self.core(self.embed(tokens), self.core.initial_state(B, tokens.device),
                          torch.zeros(T, B, dtype=torch.bool, device=tokens.device))
@@ -81,13 +85,15 @@ class CopyModel(nn.Module):
 
 
 def last10_metrics(logits: torch.Tensor, targets: torch.Tensor) -> tuple[torch.Tensor, float]:
+    """CE (a tensor, for backward) and accuracy of ``logits [10, B, 8]`` on ``targets [10, B]``."""
     loss = F.cross_entropy(logits.reshape(-1, NUM_SYMBOLS), targets.reshape(-1))
     accuracy = (logits.argmax(-1) == targets).float().mean().item()
     return loss, accuracy
 
 
 @torch.no_grad()
-def evaluate(model: CopyModel, dormant: int, sequences: int, batch: int, seed: int) -> tuple[float, float]:
+def evaluate(model: CopyModel, dormant: int, sequences: int, batch: int,
+             seed: int) -> tuple[float, float]:
     """Mean CE (nats) and accuracy on the last 10 steps over ``sequences`` fresh sequences."""
     model.eval()
     g = torch.Generator().manual_seed(seed)
@@ -104,6 +110,11 @@ def evaluate(model: CopyModel, dormant: int, sequences: int, batch: int, seed: i
 
 
 def train_core(name: str, args: argparse.Namespace) -> dict:
+    """Train core ``name`` at the training length, then evaluate it at both dormant lengths.
+
+    Returns its table row: core parameter count, CE and accuracy at the train and test lengths,
+    training seconds, and the core's ``diagnostics()`` (as lists) where it has them.
+    """
     torch.manual_seed(args.seed)
     model = CopyModel(name, args.hidden, args.embed, args.input_heads)
     optimizer = torch.optim.Adam(model.parameters(), lr=args.lr)
@@ -122,8 +133,10 @@ def train_core(name: str, args: argparse.Namespace) -> dict:
                   f"{time.perf_counter() - start:.0f}s", flush=True)
     train_seconds = time.perf_counter() - start
     eval_batch = min(args.eval_batch_size, 256)
-    ce_train, acc_train = evaluate(model, args.train_dormant, args.eval_batch_size, eval_batch, args.seed + 1)
-    ce_test, acc_test = evaluate(model, args.test_dormant, args.eval_batch_size, eval_batch, args.seed + 2)
+    ce_train, acc_train = evaluate(model, args.train_dormant, args.eval_batch_size, eval_batch,
+                                   args.seed + 1)
+    ce_test, acc_test = evaluate(model, args.test_dormant, args.eval_batch_size, eval_batch,
+                                 args.seed + 2)
     row = {"core": name, "params": sum(p.numel() for p in model.core.parameters()),
            "ce_train_length": ce_train, "acc_train_length": acc_train,
            "ce_test_length": ce_test, "acc_test_length": acc_test, "train_seconds": train_seconds}
@@ -134,6 +147,7 @@ def train_core(name: str, args: argparse.Namespace) -> dict:
 
 
 def format_table(rows: list[dict], args: argparse.Namespace) -> str:
+    """The ``train_core`` rows as a markdown table, one line per core."""
     lines = [
         f"| core | core params | CE dormant {args.train_dormant} (train length) | "
         f"CE dormant {args.test_dormant} (test length) | acc {args.train_dormant} | "
@@ -141,30 +155,41 @@ def format_table(rows: list[dict], args: argparse.Namespace) -> str:
         "| --- | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     for r in rows:
-        lines.append(f"| {r['core']} | {r['params']:,} | {r['ce_train_length']:.3f} | {r['ce_test_length']:.3f} | "
-                     f"{r['acc_train_length']:.2f} | {r['acc_test_length']:.2f} | {r['train_seconds']:.0f} |")
+        lines.append(f"| {r['core']} | {r['params']:,} | {r['ce_train_length']:.3f} | "
+                     f"{r['ce_test_length']:.3f} | {r['acc_train_length']:.2f} | "
+                     f"{r['acc_test_length']:.2f} | {r['train_seconds']:.0f} |")
     return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> list[dict]:
-    parser = argparse.ArgumentParser(prog="python -m scripts.copying", description=__doc__.split("\n")[0])
+    """Train and evaluate every core in ``--cores``; print the table and return its rows."""
+    parser = argparse.ArgumentParser(prog="python -m scripts.copying",
+                                     description=__doc__.split("\n")[0])
     parser.add_argument("--cores", nargs="+", default=["lstm", "rims", "mi_lstm", "alstm"],
                         help="registered core names")
-    parser.add_argument("--steps", type=int, default=400, help="Adam steps per core (paper: 150 epochs)")
-    parser.add_argument("--batch-size", type=int, default=64, help="sequences per step (paper, Table 3: 64)")
-    parser.add_argument("--hidden", type=int, default=120, help="core width; RIMs: num_units * unit_size (paper: 600)")
+    parser.add_argument("--steps", type=int, default=400,
+                        help="Adam steps per core (paper: 150 epochs)")
+    parser.add_argument("--batch-size", type=int, default=64,
+                        help="sequences per step (paper, Table 3: 64)")
+    parser.add_argument("--hidden", type=int, default=120,
+                        help="core width; RIMs: num_units * unit_size (paper: 600)")
     parser.add_argument("--input-heads", type=int, default=1,
-                        help="input-attention heads of cores that have them (RIMs; Appendix D.1: 1)")
+                        help="input-attention heads of cores that have them "
+                             "(RIMs; Appendix D.1: 1)")
     parser.add_argument("--embed", type=int, default=32, help="token embedding width")
     parser.add_argument("--lr", type=float, default=1e-3, help="Adam learning rate (Appendix D.1)")
     parser.add_argument("--clip", type=float, default=1.0, help="gradient-norm clipping")
-    parser.add_argument("--train-dormant", type=int, default=50, help="blank steps between digits and delimiter, training")
-    parser.add_argument("--test-dormant", type=int, default=200, help="blank steps at test time (length generalisation)")
-    parser.add_argument("--eval-batch-size", type=int, default=512, help="test sequences per dormant length")
+    parser.add_argument("--train-dormant", type=int, default=50,
+                        help="blank steps between digits and delimiter, training")
+    parser.add_argument("--test-dormant", type=int, default=200,
+                        help="blank steps at test time (length generalisation)")
+    parser.add_argument("--eval-batch-size", type=int, default=512,
+                        help="test sequences per dormant length")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--threads", type=int, default=1, help="torch.set_num_threads")
     parser.add_argument("--paper", action="store_true",
-                        help="the paper's size: width 600, embedding 600, 30,000 steps (150 epochs x 200 batches)")
+                        help="the paper's size: width 600, embedding 600, 30,000 steps "
+                             "(150 epochs x 200 batches)")
     args = parser.parse_args(argv)
     if args.paper:
         args.hidden, args.embed, args.steps = 600, 600, 30_000
@@ -179,8 +204,9 @@ def main(argv: list[str] | None = None) -> list[dict]:
     finally:
         torch.set_num_threads(threads)  # main() is also called from tests
     print(f"\nCopying task: {args.steps} steps x batch {args.batch_size}, width {args.hidden}, "
-          f"seed {args.seed}{' (--paper)' if args.paper else ''}; CE (nats) on the last 10 steps, chance ln 8 = "
-          f"{math.log(8):.2f}; the train-length CE must be near 0 before the test-length CE means anything")
+          f"seed {args.seed}{' (--paper)' if args.paper else ''}; CE (nats) on the last 10 steps, "
+          f"chance ln 8 = {math.log(8):.2f}; the train-length CE must be near 0 before the "
+          f"test-length CE means anything")
     print(format_table(rows, args))
     return rows
 

@@ -28,11 +28,19 @@ def locate(path: str) -> tuple[Path, Path]:
         return ckpt, p
     if not p.is_file():
         raise ConfigError(f"{path} is neither a run directory nor a checkpoint file")
-    out = p.parent.parent if p.parent.name == "checkpoints" and (p.parent.parent / "config.yaml").is_file() else p.parent
+    out = (p.parent.parent
+           if p.parent.name == "checkpoints" and (p.parent.parent / "config.yaml").is_file()
+           else p.parent)
     return p, out
 
 
 def load_run_config(ckpt: Path, state: dict, overrides: list[str]) -> ExperimentConfig:
+    """The config of the run that wrote ``ckpt``, with ``overrides`` applied.
+
+    Read from the checkpoint's ``state`` where it carries one (migrated to the current schema),
+    else from ``config.yaml`` in its run directory. Validated without the runtime section:
+    evaluation does not use the training run's runner layout.
+    """
     if "config" in state:
         from learners.config import _set_dotted, parse_overrides
 
@@ -48,9 +56,13 @@ def load_run_config(ckpt: Path, state: dict, overrides: list[str]) -> Experiment
     return load_config(config_path, overrides, runtime=False)
 
 
-def record_videos(cfg, weights: dict, indices: list[int], names: list[str], episodes: int, out_dir: Path,
-                  quiet: bool = False, unit_strip: bool = False) -> list[Path]:
-    """``episodes`` episodes of each task as video files in ``out_dir``/videos (``envs/video.py``)."""
+def record_videos(cfg, weights: dict, indices: list[int], names: list[str], episodes: int,
+                  out_dir: Path, quiet: bool = False, unit_strip: bool = False) -> list[Path]:
+    """Record ``episodes`` episodes of each task as video files in ``out_dir``/videos.
+
+    Each task in ``indices`` gets its own one-env runner, on which ``envs/video.py`` plays and
+    writes the episodes; returns the paths of the files written.
+    """
     from envs.runner import EnvRunner
     from envs.video import record
 
@@ -58,16 +70,27 @@ def record_videos(cfg, weights: dict, indices: list[int], names: list[str], epis
     for i in indices:
         runner = EnvRunner(cfg.env, cfg.agent, runner_id=i, envs_per_runner=1, unroll_length=1,
                            seed=cfg.run.seed + 20_000 + i, tasks=[i], popart=cfg.learner.popart)
-        paths += record(runner, weights, episodes, out_dir / "videos", names[i], cfg.env.suite, unit_strip)
+        paths += record(runner, weights, episodes, out_dir / "videos", names[i], cfg.env.suite,
+                        unit_strip)
         runner.close()
         if not quiet:
-            print(f"[mira]   {names[i]}: {episodes} episode(s) recorded", file=sys.stderr, flush=True)
+            print(f"[mira]   {names[i]}: {episodes} episode(s) recorded", file=sys.stderr,
+                  flush=True)
     return paths
 
 
-def evaluate_checkpoint(path: str, episodes: int = 10, tasks: list[str] | None = None, protocol: str | None = None,
-                        num_runners: int | None = None, overrides: list[str] | None = None, quiet: bool = False,
-                        video: int = 0, rims_strip: bool = False) -> dict:
+def evaluate_checkpoint(path: str, episodes: int = 10, tasks: list[str] | None = None,
+                        protocol: str | None = None, num_runners: int | None = None,
+                        overrides: list[str] | None = None, quiet: bool = False, video: int = 0,
+                        rims_strip: bool = False) -> dict:
+    """Evaluate the agent of ``path`` (a run directory or a checkpoint) on whole episodes.
+
+    Runs ``episodes`` episodes of each task (``tasks``, default all) and writes ``eval.json``
+    and ``eval.md`` where ``locate`` says. Returns ``envs.evaluation.score_table``'s dict
+    (per-task returns and normalised scores, aggregates with 95% CIs) plus ``checkpoint``,
+    ``frames``, ``protocol`` (None outside Atari), ``wall_time_s`` and, with ``video > 0``,
+    ``videos``.
+    """
     from envs.evaluation import markdown, score_table
     from envs.suites import build_suite
     from learners.fleet import call, connect, get, make_evaluator
@@ -81,12 +104,15 @@ def evaluate_checkpoint(path: str, episodes: int = 10, tasks: list[str] | None =
         # The protocols differ in action sets too (dqn: minimal, machado: full); the agent
         # keeps the one it was trained with, so only sticky actions and no-op starts change.
         trained_actions = build_suite(cfg.env).num_actions
-        overrides += [f"env.protocol={protocol}", f"env.full_action_space={str(trained_actions == 18).lower()}"]
+        overrides += [f"env.protocol={protocol}",
+                      f"env.full_action_space={str(trained_actions == 18).lower()}"]
         cfg = load_run_config(ckpt, state, overrides)
     elif protocol:
-        raise ConfigError(f"--protocol applies to Atari runs; this run's env suite is {cfg.env.suite!r}")
+        raise ConfigError(f"--protocol applies to Atari runs; "
+                          f"this run's env suite is {cfg.env.suite!r}")
     if rims_strip and cfg.agent.core != "rims":
-        raise ConfigError(f"--rims-strip shows which RIMs are active; this run's core is {cfg.agent.core!r}")
+        raise ConfigError(f"--rims-strip shows which RIMs are active; "
+                          f"this run's core is {cfg.agent.core!r}")
     suite = build_suite(cfg.env)
     names = tasks or suite.tasks
     unknown = [t for t in names if t not in suite.tasks]
@@ -111,18 +137,23 @@ def evaluate_checkpoint(path: str, episodes: int = 10, tasks: list[str] | None =
         returns[suite.tasks[i]] = get(ref)[i]
         if not quiet:
             r = returns[suite.tasks[i]]
-            print(f"[mira]   {suite.tasks[i]}: mean return {sum(r) / len(r):.3f} over {len(r)} episodes "
-                  f"({time.time() - start:.0f}s)", file=sys.stderr, flush=True)
+            print(f"[mira]   {suite.tasks[i]}: mean return {sum(r) / len(r):.3f} "
+                  f"over {len(r)} episodes ({time.time() - start:.0f}s)", file=sys.stderr,
+                  flush=True)
     result = score_table(returns, suite.score_suite)
-    result.update(checkpoint=str(ckpt), frames=state["progress"]["frames"], protocol=cfg.env.protocol if cfg.env.suite == "atari" else None,
+    result.update(checkpoint=str(ckpt), frames=state["progress"]["frames"],
+                  protocol=cfg.env.protocol if cfg.env.suite == "atari" else None,
                   wall_time_s=time.time() - start)
     (out_dir / "eval.json").write_text(json.dumps(result, indent=2))
-    (out_dir / "eval.md").write_text(markdown(result, f"Evaluation of {ckpt.name} ({result['frames']:,} frames)"))
+    (out_dir / "eval.md").write_text(
+        markdown(result, f"Evaluation of {ckpt.name} ({result['frames']:,} frames)"))
     if not quiet:
         print(f"[mira] wrote {out_dir / 'eval.json'} and eval.md", file=sys.stderr)
     if video > 0:
-        result["videos"] = [str(p) for p in record_videos(cfg, state["learner"]["agent"], indices, suite.tasks, video,
-                                                          out_dir, quiet, rims_strip)]
+        result["videos"] = [str(p) for p in record_videos(cfg, state["learner"]["agent"], indices,
+                                                          suite.tasks, video, out_dir, quiet,
+                                                          rims_strip)]
         if not quiet:
-            print(f"[mira] wrote {len(result['videos'])} video(s) to {out_dir / 'videos'}", file=sys.stderr)
+            print(f"[mira] wrote {len(result['videos'])} video(s) to {out_dir / 'videos'}",
+                  file=sys.stderr)
     return result

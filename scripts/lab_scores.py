@@ -86,6 +86,7 @@ def write_table(rows: dict[str, dict[str, str]], path: Path) -> None:
 
 
 def read_table(path: Path) -> dict[str, dict[str, str]]:
+    """The rows of the score CSV at ``path`` by level name; empty if there is no file yet."""
     if not path.is_file():
         return {}
     with open(path, newline="", encoding="utf-8") as f:
@@ -93,12 +94,22 @@ def read_table(path: Path) -> dict[str, dict[str, str]]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m scripts.lab_scores", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--levels", nargs="+", default=list(LAB30), help="level names (default: all 30)")
+    """Measure the ``--levels`` and write the CSV after each one.
+
+    Returns 1 (and names them on stderr) if the reference solver does not beat the random policy
+    on some level of the table, else 0.
+    """
+    parser = argparse.ArgumentParser(prog="python -m scripts.lab_scores",
+                                     description=__doc__.split("\n\n")[0])
+    parser.add_argument("--levels", nargs="+", default=list(LAB30),
+                        help="level names (default: all 30)")
     parser.add_argument("--episodes", type=int, default=200, help="episodes per policy and level")
-    parser.add_argument("--seed", type=int, default=0, help="episode i starts from reset(seed=SEED + i)")
-    parser.add_argument("--workers", type=int, default=2, help="processes measuring levels in parallel")
-    parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="CSV to write (rows of other levels are kept)")
+    parser.add_argument("--seed", type=int, default=0,
+                        help="episode i starts from reset(seed=SEED + i)")
+    parser.add_argument("--workers", type=int, default=2,
+                        help="processes measuring levels in parallel")
+    parser.add_argument("--out", type=Path, default=DEFAULT_OUT,
+                        help="CSV to write (rows of other levels are kept)")
     args = parser.parse_args(argv)
 
     unknown = [name for name in args.levels if name not in LEVELS]
@@ -107,7 +118,8 @@ def main(argv: list[str] | None = None) -> int:
     rows = read_table(args.out)
     jobs = [(level, args.episodes, args.seed) for level in args.levels]
     start = time.perf_counter()
-    print(f"measuring {len(jobs)} levels x {args.episodes} episodes x 2 policies on {args.workers} workers", flush=True)
+    print(f"measuring {len(jobs)} levels x {args.episodes} episodes x 2 policies "
+          f"on {args.workers} workers", flush=True)
     if args.workers > 1:
         pool = multiprocessing.get_context("fork").Pool(args.workers)
         results = pool.imap_unordered(_measure, jobs)

@@ -43,7 +43,8 @@ def param_count(run_dir: Path) -> int | None:
     return int(sum(v.numel() for v in agent.values() if hasattr(v, "numel")))
 
 
-def learning_curve(run_dir: Path, tag: str = "episode_return_mean100") -> tuple[np.ndarray, np.ndarray]:
+def learning_curve(run_dir: Path,
+                   tag: str = "episode_return_mean100") -> tuple[np.ndarray, np.ndarray]:
     """(frames, value) of ``tag`` from the run's event files, sorted, last value per frame count."""
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
@@ -51,23 +52,29 @@ def learning_curve(run_dir: Path, tag: str = "episode_return_mean100") -> tuple[
     acc.Reload()
     if tag not in acc.Tags().get("scalars", []):
         return np.zeros(0), np.zeros(0)
-    points = {e.step: e.value for e in acc.Scalars(tag)}  # a resumed run may repeat steps: keep the last
+    # a resumed run may repeat steps: keep the last
+    points = {e.step: e.value for e in acc.Scalars(tag)}
     steps = np.array(sorted(points), dtype=float)
     return steps, np.array([points[s] for s in sorted(points)], dtype=float)
 
 
-def band(curves: list[tuple[np.ndarray, np.ndarray]], grid: np.ndarray, reps: int = 1000, seed: int = 0):
-    """Mean over seeds and its 95% bootstrap band on ``grid``: three arrays [len(grid)], NaN
-    outside the frames that every seed covers (so no seed joins or leaves mid-curve)."""
-    ys = np.array([np.interp(grid, x, y, left=np.nan, right=np.nan) if len(x) else np.full(len(grid), np.nan)
-                   for x, y in curves])
+def band(curves: list[tuple[np.ndarray, np.ndarray]], grid: np.ndarray, reps: int = 1000,
+         seed: int = 0):
+    """Mean over seeds and its 95% bootstrap band on ``grid``: three arrays [len(grid)].
+
+    They are NaN outside the frames that every seed covers (so no seed joins or leaves
+    mid-curve).
+    """
+    ys = np.array([np.interp(grid, x, y, left=np.nan, right=np.nan) if len(x)
+                   else np.full(len(grid), np.nan) for x, y in curves])
     ys[:, np.isnan(ys).any(axis=0)] = np.nan
     rng = np.random.default_rng(seed)
     resampled = ys[rng.integers(0, len(ys), size=(reps, len(ys)))]  # [reps, seeds, grid]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN grid points stay NaN
         boot = np.nanmean(resampled, axis=1)
-        return np.nanmean(ys, axis=0), np.nanpercentile(boot, 2.5, axis=0), np.nanpercentile(boot, 97.5, axis=0)
+        return (np.nanmean(ys, axis=0), np.nanpercentile(boot, 2.5, axis=0),
+                np.nanpercentile(boot, 97.5, axis=0))
 
 
 def _interval(ci) -> dict:
@@ -79,18 +86,22 @@ def collect(out: Path, spec, trials, failed: dict, target_frames: int) -> dict:
     rows = []
     for t in trials:
         summary = json.loads((t.dir / "summary.json").read_text())
-        ev = json.loads((t.dir / "eval.json").read_text()) if (t.dir / "eval.json").is_file() else None
+        ev = (json.loads((t.dir / "eval.json").read_text()) if (t.dir / "eval.json").is_file()
+              else None)
         rows.append({
-            "trial": t.slug, "variant": t.variant, "settings": t.settings, "seed": t.seed, "dir": str(t.dir),
-            "frames": summary["frames"], "wall_time_s": summary["wall_time_s"], "params": param_count(t.dir),
-            "train_return_mean100": summary["episode_return_mean"],
-            "eval": None if ev is None else {"score": ev["score"], "tasks": ev["tasks"], "aggregates": ev["aggregates"]},
+            "trial": t.slug, "variant": t.variant, "settings": t.settings, "seed": t.seed,
+            "dir": str(t.dir), "frames": summary["frames"], "wall_time_s": summary["wall_time_s"],
+            "params": param_count(t.dir), "train_return_mean100": summary["episode_return_mean"],
+            "eval": None if ev is None else {"score": ev["score"], "tasks": ev["tasks"],
+                                             "aggregates": ev["aggregates"]},
         })
     evaluated = [r for r in rows if r["eval"]]
-    normalised = bool(evaluated) and all(e["normalized_score"] is not None for r in evaluated for e in r["eval"]["tasks"].values())
+    normalised = bool(evaluated) and all(e["normalized_score"] is not None for r in evaluated
+                                         for e in r["eval"]["tasks"].values())
     key = "normalized_score" if normalised else "return_mean"
     keys = list(dict.fromkeys(k for t in trials for k in t.settings))
-    varying = [k for k in keys if len({json.dumps(t.settings.get(k), sort_keys=True) for t in trials}) > 1] or keys
+    varying = [k for k in keys
+               if len({json.dumps(t.settings.get(k), sort_keys=True) for t in trials}) > 1] or keys
     variants = {}
     for name in dict.fromkeys(r["variant"] for r in rows):
         mine = [r for r in rows if r["variant"] == name]
@@ -98,33 +109,40 @@ def collect(out: Path, spec, trials, failed: dict, target_frames: int) -> dict:
         scored = [r for r in mine if r["eval"] and list(r["eval"]["tasks"]) == tasks]
         matrix = [[r["eval"]["tasks"][task][key] for task in tasks] for r in scored]
         settings = mine[0]["settings"]
-        label = ", ".join(f"{k.split('.')[-1]}={Path(settings[k]).stem if k == 'base' else settings[k]}"
-                          for k in varying if k in settings)
-        v = {"label": label or name, "settings": settings, "seeds": [r["seed"] for r in scored], "tasks": tasks,
-             "scores_per_seed": matrix, "frames_mean": float(np.mean([r["frames"] for r in mine])),
-             "wall_time_s_mean": float(np.mean([r["wall_time_s"] for r in mine])), "params": mine[0]["params"],
-             "aggregates": {}}
+        label = ", ".join(
+            f"{k.split('.')[-1]}={Path(settings[k]).stem if k == 'base' else settings[k]}"
+            for k in varying if k in settings)
+        v = {"label": label or name, "settings": settings, "seeds": [r["seed"] for r in scored],
+             "tasks": tasks, "scores_per_seed": matrix,
+             "frames_mean": float(np.mean([r["frames"] for r in mine])),
+             "wall_time_s_mean": float(np.mean([r["wall_time_s"] for r in mine])),
+             "params": mine[0]["params"], "aggregates": {}}
         if matrix:
             for agg, fn in FUNCTIONS.items():
                 if agg != "capped_mean" or normalised:
-                    v["aggregates"][agg] = _interval(st.stratified_bootstrap_ci(np.array(matrix), fn, reps=REPS))
+                    v["aggregates"][agg] = _interval(
+                        st.stratified_bootstrap_ci(np.array(matrix), fn, reps=REPS))
         variants[name] = v
     names = [n for n in variants if variants[n]["scores_per_seed"]]
     poi = [[None] * len(names) for _ in names]
     for i, a in enumerate(names):
         for j, b in enumerate(names):
             if i != j and variants[a]["tasks"] == variants[b]["tasks"]:
-                x, y = np.array(variants[a]["scores_per_seed"]), np.array(variants[b]["scores_per_seed"])
+                x, y = (np.array(variants[a]["scores_per_seed"]),
+                        np.array(variants[b]["scores_per_seed"]))
                 poi[i][j] = _interval(st.probability_of_improvement_ci(x, y, reps=REPS))
     headline = spec.aggregate if spec.aggregate != "capped_mean" or normalised else "mean"
-    pbt = json.loads((out / "pbt.json").read_text()) if spec.pbt.enabled and (out / "pbt.json").is_file() else None
+    pbt = (json.loads((out / "pbt.json").read_text())
+           if spec.pbt.enabled and (out / "pbt.json").is_file() else None)
     return {
-        "name": spec.name, "created": time.strftime("%Y-%m-%d %H:%M:%S"), "target_frames": target_frames,
+        "name": spec.name, "created": time.strftime("%Y-%m-%d %H:%M:%S"),
+        "target_frames": target_frames,
         "score": f"{evaluated[0]['eval']['score']} score" if normalised else "raw episode return",
         "score_key": key, "aggregate": headline, "evaluation_episodes": spec.evaluate.episodes,
         "ci": f"95% percentile stratified bootstrap over seeds (per task), {REPS} replicates",
         "trials": rows, "variants": variants, "failed": failed,
-        "probability_of_improvement": {"variants": names, "matrix": poi}, "pbt": pbt, "compare": dataclasses.asdict(spec),
+        "probability_of_improvement": {"variants": names, "matrix": poi}, "pbt": pbt,
+        "compare": dataclasses.asdict(spec),
     }
 
 
@@ -133,58 +151,85 @@ def _fmt(x, digits: int = 3) -> str:
 
 
 def _duration(seconds: float) -> str:
-    return f"{seconds:.0f} s" if seconds < 120 else f"{seconds / 60:.1f} min" if seconds < 7200 else f"{seconds / 3600:.1f} h"
+    return (f"{seconds:.0f} s" if seconds < 120 else f"{seconds / 60:.1f} min" if seconds < 7200
+            else f"{seconds / 3600:.1f} h")
 
 
 def markdown(res: dict) -> str:
+    """The text of ``report.md`` for ``collect``'s results.
+
+    Sections: variants (headline aggregate with its CI), per-task means (2 to 30 tasks),
+    probability of improvement (2 or more scored variants), trials, then the three plots.
+    """
     agg, variants = res["aggregate"], res["variants"]
     lines = [f"# Compare: {res['name']}", "",
-             f"{len(variants)} variant(s), {len(res['trials'])} trial(s), target {res['target_frames']:,} frames each; "
-             f"final evaluation: {res['evaluation_episodes']} episodes per task of each trial's last checkpoint.", "",
-             f"**Score: {res['score']}**; headline aggregate **{agg}** over seeds x tasks; CIs: {res['ci']} "
-             "(Agarwal et al. 2021).", ""]
+             f"{len(variants)} variant(s), {len(res['trials'])} trial(s), "
+             f"target {res['target_frames']:,} frames each; "
+             f"final evaluation: {res['evaluation_episodes']} episodes per task "
+             "of each trial's last checkpoint.", "",
+             f"**Score: {res['score']}**; headline aggregate **{agg}** over seeds x tasks; "
+             f"CIs: {res['ci']} (Agarwal et al. 2021).", ""]
     if res["pbt"]:
-        lines += ["PBT was on: seeds of one variant exchanged weights, so they are not independent runs and the "
-                  "CIs understate the uncertainty.", ""]
-    lines += ["## Variants", "", f"| variant | {agg} | 95% CI | seeds | frames (mean) | wall time (mean) | parameters |",
+        lines += ["PBT was on: seeds of one variant exchanged weights, so they are not independent "
+                  "runs and the CIs understate the uncertainty.", ""]
+    lines += ["## Variants", "",
+              f"| variant | {agg} | 95% CI | seeds | frames (mean) | "
+              "wall time (mean) | parameters |",
               "| --- | ---: | --- | ---: | ---: | ---: | ---: |"]
     for v in variants.values():
         a = v["aggregates"].get(agg)
         ci = f"[{_fmt(a['ci95'][0])}, {_fmt(a['ci95'][1])}]" if a else "n/a"
-        lines.append(f"| {v['label']} | {_fmt(a and a['value'])} | {ci} | {len(v['seeds'])} | {v['frames_mean']:,.0f} | "
-                     f"{_duration(v['wall_time_s_mean'])} | {v['params'] or 0:,} |")
+        lines.append(f"| {v['label']} | {_fmt(a and a['value'])} | {ci} | {len(v['seeds'])} | "
+                     f"{v['frames_mean']:,.0f} | {_duration(v['wall_time_s_mean'])} | "
+                     f"{v['params'] or 0:,} |")
     tasks = next((v["tasks"] for v in variants.values() if v["tasks"]), [])
     if 1 < len(tasks) <= 30:
-        lines += ["", "## Per task (mean over seeds)", "", "| variant | " + " | ".join(tasks) + " |",
-                  "| --- |" + " ---: |" * len(tasks)]
+        lines += ["", "## Per task (mean over seeds)", "",
+                  "| variant | " + " | ".join(tasks) + " |", "| --- |" + " ---: |" * len(tasks)]
         for v in variants.values():
             if v["tasks"] == tasks and v["scores_per_seed"]:
                 means = np.mean(v["scores_per_seed"], axis=0)
-                lines.append(f"| {v['label']} | " + " | ".join(_fmt(float(m), 2) for m in means) + " |")
+                lines.append(f"| {v['label']} | "
+                             + " | ".join(_fmt(float(m), 2) for m in means) + " |")
     poi = res["probability_of_improvement"]
     if len(poi["variants"]) > 1:
         labels = [variants[n]["label"] for n in poi["variants"]]
         lines += ["", "## Probability of improvement", "",
-                  "P(row > column): the probability that a run of the row variant scores above a run of the column "
-                  "variant on a task drawn at random (ties count one half), with its 95% CI.", "",
-                  "| row \\ column | " + " | ".join(labels) + " |", "| --- |" + " --- |" * len(labels)]
+                  "P(row > column): the probability that a run of the row variant scores above a "
+                  "run of the column variant on a task drawn at random (ties count one half), "
+                  "with its 95% CI.", "",
+                  "| row \\ column | " + " | ".join(labels) + " |",
+                  "| --- |" + " --- |" * len(labels)]
         for label, row in zip(labels, poi["matrix"]):
-            cells = ["—" if p is None else f"{p['value']:.2f} [{p['ci95'][0]:.2f}, {p['ci95'][1]:.2f}]" for p in row]
+            cells = ["—" if p is None
+                     else f"{p['value']:.2f} [{p['ci95'][0]:.2f}, {p['ci95'][1]:.2f}]" for p in row]
             lines.append(f"| {label} | " + " | ".join(cells) + " |")
-    lines += ["", "## Trials", "", "| trial | frames | wall time | train return (last 100) | eval score (mean over tasks) |",
+    lines += ["", "## Trials", "",
+              "| trial | frames | wall time | train return (last 100) | "
+              "eval score (mean over tasks) |",
               "| --- | ---: | ---: | ---: | ---: |"]
     for r in res["trials"]:
-        score = np.mean([e[res["score_key"]] for e in r["eval"]["tasks"].values()]) if r["eval"] else None
+        score = (np.mean([e[res["score_key"]] for e in r["eval"]["tasks"].values()])
+                 if r["eval"] else None)
         lines.append(f"| {r['trial']} | {r['frames']:,} | {_duration(r['wall_time_s'])} | "
                      f"{_fmt(r['train_return_mean100'])} | {_fmt(score)} |")
     for slug, error in res["failed"].items():
         lines.append(f"| {slug} | failed: {error} | | | |")
-    lines += ["", "![learning curves](learning_curves.png)", "", "![final scores](final_scores.png)", "",
+    lines += ["", "![learning curves](learning_curves.png)", "",
+              "![final scores](final_scores.png)", "",
               "![probability of improvement](probability_of_improvement.png)", ""]
     return "\n".join(lines)
 
 
 def plot(out: Path, res: dict, curves: dict, curve_label: str) -> None:
+    """Write ``learning_curves.png``, ``final_scores.png`` and ``probability_of_improvement.png``.
+
+    Args:
+        out: the compare output directory.
+        res: ``collect``'s results.
+        curves: variant -> one ``learning_curve`` (frames, value) per seed.
+        curve_label: the learning curves' y-axis label.
+    """
     import matplotlib
 
     matplotlib.use("Agg")
@@ -220,11 +265,14 @@ def plot(out: Path, res: dict, curves: dict, curve_label: str) -> None:
         # median pool seeds x tasks, so one seed's IQM over its tasks may lie outside the CI.)
         if len(variants[n]["tasks"]) == 1 or agg == "mean":
             per_seed = [FUNCTIONS[agg](np.array([row])) for row in variants[n]["scores_per_seed"]]
-            ax.scatter(np.full(len(per_seed), i) + np.linspace(-0.15, 0.15, len(per_seed)), per_seed, color="black",
-                       s=14, zorder=3, label="one seed" if i == 0 else None)
-    ax.set_xticks(range(len(names)), labels, rotation=20 if len(names) > 3 else 0, ha="right" if len(names) > 3 else "center")
+            ax.scatter(np.full(len(per_seed), i) + np.linspace(-0.15, 0.15, len(per_seed)),
+                       per_seed, color="black", s=14, zorder=3,
+                       label="one seed" if i == 0 else None)
+    ax.set_xticks(range(len(names)), labels, rotation=20 if len(names) > 3 else 0,
+                  ha="right" if len(names) > 3 else "center")
     ax.set(ylabel=f"{agg} of {res['score']} (final evaluation)",
-           title=f"{res['name']}: final {agg} score\n(bars: 95% stratified bootstrap CI over seeds)")
+           title=f"{res['name']}: final {agg} score\n"
+                 "(bars: 95% stratified bootstrap CI over seeds)")
     ax.grid(axis="y", alpha=0.3)
     if ax.get_legend_handles_labels()[0]:
         ax.legend(loc="lower right", fontsize=9, framealpha=0.9)
@@ -234,20 +282,23 @@ def plot(out: Path, res: dict, curves: dict, curve_label: str) -> None:
     # Probability of improvement.
     poi = res["probability_of_improvement"]
     labels = [variants[n]["label"] for n in poi["variants"]]
-    m = np.array([[np.nan if p is None else p["value"] for p in row] for row in poi["matrix"]], dtype=float).reshape(len(labels), len(labels))
+    m = np.array([[np.nan if p is None else p["value"] for p in row] for row in poi["matrix"]],
+                 dtype=float).reshape(len(labels), len(labels))
     size = max(4.5, 1.3 * len(labels) + 2.5)
     fig, ax = plt.subplots(figsize=(size + 1, size))
     cmap = matplotlib.colormaps["RdBu"].with_extremes(bad="#dddddd")  # bad: the diagonal
     image = ax.imshow(m, cmap=cmap, vmin=0, vmax=1)
     for i, row in enumerate(poi["matrix"]):
         for j, p in enumerate(row):
-            text = "—" if p is None else f"{p['value']:.2f}\n[{p['ci95'][0]:.2f}, {p['ci95'][1]:.2f}]"
+            text = ("—" if p is None
+                    else f"{p['value']:.2f}\n[{p['ci95'][0]:.2f}, {p['ci95'][1]:.2f}]")
             dark = p is not None and abs(p["value"] - 0.5) > 0.3
             ax.text(j, i, text, ha="center", va="center", color="white" if dark else "black",
                     fontsize=10 if len(labels) < 6 else 7)
     ax.set_xticks(range(len(labels)), labels, rotation=30, ha="right")
     ax.set_yticks(range(len(labels)), labels)
-    ax.set(xlabel="column variant Y", ylabel="row variant X", title=f"{res['name']}: probability of improvement P(X > Y)\n(with 95% bootstrap CI)")
+    ax.set(xlabel="column variant Y", ylabel="row variant X",
+           title=f"{res['name']}: probability of improvement P(X > Y)\n(with 95% bootstrap CI)")
     fig.colorbar(image, ax=ax, fraction=0.046, pad=0.04, label="P(row > column)")
     fig.tight_layout()
     fig.savefig(out / "probability_of_improvement.png", dpi=120)
@@ -255,6 +306,11 @@ def plot(out: Path, res: dict, curves: dict, curve_label: str) -> None:
 
 
 def write_report(out: Path, spec, trials, failed: dict, target_frames: int) -> dict:
+    """Write ``results.json``, ``report.md`` and the plots into ``out``; returns the results.
+
+    ``trials`` are the compare trials that did not fail; ``failed`` maps the others' slugs to
+    their errors.
+    """
     res = collect(out, spec, trials, failed, target_frames)
     (out / "results.json").write_text(json.dumps(res, indent=2))
     (out / "report.md").write_text(markdown(res))
@@ -263,9 +319,11 @@ def write_report(out: Path, spec, trials, failed: dict, target_frames: int) -> d
     # capped at 100 per task only when the headline aggregate is the capped mean (DMLab-30's
     # convention; an Atari game past human level would otherwise flatten the curve).
     if res["score_key"] != "normalized_score":
-        tag, ylabel = "episode_return_mean100", "training episode return (mean of last 100 episodes)"
+        tag, ylabel = ("episode_return_mean100",
+                       "training episode return (mean of last 100 episodes)")
     elif res["aggregate"] == "capped_mean":
-        tag, ylabel = "normalized_score_capped_mean", f"training {res['score']}: capped mean over tasks"
+        tag, ylabel = ("normalized_score_capped_mean",
+                       f"training {res['score']}: capped mean over tasks")
     else:
         tag, ylabel = "normalized_score_mean", f"training {res['score']}: mean over tasks"
     curves: dict = {}

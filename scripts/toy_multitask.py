@@ -42,11 +42,17 @@ from agents.layers import MultiplicativeInteraction
 
 
 class ConditionalMLP(nn.Module):
+    """Appendix D's conditional MLP: ``concat(x, linear(20)(z))``, then a 30-20-1 ReLU MLP.
+
+    ``z`` is task t's one-hot, kept as the ``one_hot [T, T]`` buffer.
+    """
+
     def __init__(self, num_tasks: int):
         super().__init__()
         self.register_buffer("one_hot", torch.eye(num_tasks))
         self.embed = nn.Linear(num_tasks, 20)
-        self.net = nn.Sequential(nn.Linear(21, 30), nn.ReLU(), nn.Linear(30, 20), nn.ReLU(), nn.Linear(20, 1))
+        self.net = nn.Sequential(nn.Linear(21, 30), nn.ReLU(), nn.Linear(30, 20), nn.ReLU(),
+                                 nn.Linear(20, 1))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """``x [T, n]`` (row t holds task t's inputs) -> ``[T, n]``."""
@@ -55,6 +61,11 @@ class ConditionalMLP(nn.Module):
 
 
 class MultiHeadMLP(nn.Module):
+    """Appendix D's multi-head MLP: a ``linear(20), relu, linear(30), relu`` trunk, a head per task.
+
+    Head t is a ``linear(1)`` held as row t of ``head_weight [T, 30]`` and ``head_bias [T]``.
+    """
+
     def __init__(self, num_tasks: int):
         super().__init__()
         self.trunk = nn.Sequential(nn.Linear(1, 20), nn.ReLU(), nn.Linear(20, 30), nn.ReLU())
@@ -63,10 +74,18 @@ class MultiHeadMLP(nn.Module):
         self.head_bias = nn.Parameter(torch.empty(num_tasks).uniform_(-bound, bound))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return torch.einsum("tnh,th->tn", self.trunk(x[..., None]), self.head_weight) + self.head_bias[:, None]
+        """``x [T, n]`` (row t holds task t's inputs) -> ``[T, n]``, row t through head t."""
+        return (torch.einsum("tnh,th->tn", self.trunk(x[..., None]), self.head_weight)
+                + self.head_bias[:, None])
 
 
 class ConditionalMI(nn.Module):
+    """Appendix D's MI model: ``M([linear(30), relu, linear(20), relu](x), linear(20)(z))``.
+
+    ``M`` is one full multiplicative interaction (eq. 1, agents/layers/multiplicative.py) to one
+    output; ``z`` is task t's one-hot, kept as the ``one_hot [T, T]`` buffer.
+    """
+
     def __init__(self, num_tasks: int):
         super().__init__()
         self.register_buffer("one_hot", torch.eye(num_tasks))
@@ -75,6 +94,7 @@ class ConditionalMI(nn.Module):
         self.mi = MultiplicativeInteraction(20, 20, 1, form="full")
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """``x [T, n]`` (row t holds task t's inputs) -> ``[T, n]``."""
         h = self.trunk(x[..., None])
         z = self.embed(self.one_hot)[:, None, :].expand(*h.shape[:-1], 20)
         return self.mi(h, z).squeeze(-1)
@@ -99,7 +119,10 @@ def sample_batch(tasks, per_task: int, x_range: float, gen: torch.Generator):
 
 
 def train(name: str, num_tasks: int, args) -> tuple[list[float], int]:
-    """Train ``args.seeds`` copies of one model; return each copy's final ln MSE and the parameter count."""
+    """Train ``args.seeds`` copies of model ``name`` on ``num_tasks`` tasks at once.
+
+    Returns each copy's final ln MSE and the model's parameter count.
+    """
     gen = torch.Generator().manual_seed(1000 * num_tasks + args.seed)
     models = []
     for s in range(args.seeds):
@@ -135,16 +158,26 @@ def _mean_se(values: list[float]) -> tuple[float, float]:
 
 
 def main(argv: list[str] | None = None) -> dict:
-    parser = argparse.ArgumentParser(prog="python -m scripts.toy_multitask", description=__doc__.split("\n")[0])
-    parser.add_argument("--tasks", type=int, nargs="+", default=[20, 40, 60], help="numbers of tasks T (even)")
-    parser.add_argument("--steps", type=int, default=2000, help="Adam steps per run (paper: 10,000)")
-    parser.add_argument("--seeds", type=int, default=10, help="repetitions per model and T (paper: 60)")
-    parser.add_argument("--per-task", type=int, default=50, help="examples per task per step (paper: 50)")
-    parser.add_argument("--lr", type=float, default=3e-3, help="Adam learning rate (paper: 3e-3)")
-    parser.add_argument("--x-range", type=float, default=1.0, help="inputs x ~ U[-r, r] (not given in the paper)")
-    parser.add_argument("--eval-points", type=int, default=1000, help="fresh inputs per task for the final MSE")
+    """Train all models at every T in ``--tasks``, print the table; return ``run``'s results."""
+    parser = argparse.ArgumentParser(prog="python -m scripts.toy_multitask",
+                                     description=__doc__.split("\n")[0])
+    parser.add_argument("--tasks", type=int, nargs="+", default=[20, 40, 60],
+                        help="numbers of tasks T (even)")
+    parser.add_argument("--steps", type=int, default=2000,
+                        help="Adam steps per run (paper: 10,000)")
+    parser.add_argument("--seeds", type=int, default=10,
+                        help="repetitions per model and T (paper: 60)")
+    parser.add_argument("--per-task", type=int, default=50,
+                        help="examples per task per step (paper: 50)")
+    parser.add_argument("--lr", type=float, default=3e-3,
+                        help="Adam learning rate (paper: 3e-3)")
+    parser.add_argument("--x-range", type=float, default=1.0,
+                        help="inputs x ~ U[-r, r] (not given in the paper)")
+    parser.add_argument("--eval-points", type=int, default=1000,
+                        help="fresh inputs per task for the final MSE")
     parser.add_argument("--seed", type=int, default=0, help="base random seed")
-    parser.add_argument("--threads", type=int, default=1, help="torch CPU threads (the models are tiny: 1 is fastest)")
+    parser.add_argument("--threads", type=int, default=1,
+                        help="torch CPU threads (the models are tiny: 1 is fastest)")
     args = parser.parse_args(argv)
     previous_threads = torch.get_num_threads()
     torch.set_num_threads(args.threads)
@@ -157,6 +190,10 @@ def main(argv: list[str] | None = None) -> dict:
 
 
 def run(args) -> tuple[dict, tuple[float, float]]:
+    """Train every model at every T; return the results and the (wall, CPU) seconds taken.
+
+    ``results[model][T] = (mean ln MSE, its standard error, parameter count, median ln MSE)``.
+    """
     results: dict[str, dict[int, tuple[float, float, int, float]]] = {name: {} for name in MODELS}
     start, cpu_start = time.time(), time.process_time()
     for num_tasks in args.tasks:
@@ -168,17 +205,25 @@ def run(args) -> tuple[dict, tuple[float, float]]:
 
 
 def report(results: dict, args, seconds: tuple[float, float]) -> None:
+    """Print ``run``'s results as a markdown table, a row per model and a column per T.
+
+    Then the lowest model per T and MI's margin over the best baseline, in ln units.
+    """
     print(f"Toy multitask regression (Jayakumar et al. 2020, appendix D): {args.steps} steps, "
-          f"{args.seeds} seeds, batch {args.per_task}/task, Adam lr {args.lr}, x ~ U[-{args.x_range}, {args.x_range}] "
-          f"(paper: 10,000 steps, 60 seeds); {seconds[0]:.0f} s wall, {seconds[1]:.0f} s CPU.")
-    print("Final ln(training MSE), mean ± s.e. over seeds [median] (lower is better); parameters in brackets.\n")
+          f"{args.seeds} seeds, batch {args.per_task}/task, Adam lr {args.lr}, "
+          f"x ~ U[-{args.x_range}, {args.x_range}] (paper: 10,000 steps, 60 seeds); "
+          f"{seconds[0]:.0f} s wall, {seconds[1]:.0f} s CPU.")
+    print("Final ln(training MSE), mean ± s.e. over seeds [median] (lower is better); "
+          "parameters in brackets.\n")
     print("| model | " + " | ".join(f"T={t}" for t in args.tasks) + " |")
     print("|---|" + "---|" * len(args.tasks))
     for name in MODELS:
-        cells = [f"{m:.2f} ± {se:.2f} [{med:.2f}] ({n})" for m, se, n, med in (results[name][t] for t in args.tasks)]
+        cells = [f"{m:.2f} ± {se:.2f} [{med:.2f}] ({n})"
+                 for m, se, n, med in (results[name][t] for t in args.tasks)]
         print(f"| {name} | " + " | ".join(cells) + " |")
     best = {t: min(MODELS, key=lambda n: results[n][t][0]) for t in args.tasks}
-    gaps = [f"T={t}: {min(results[n][t][0] for n in MODELS if n != 'MI') - results['MI'][t][0]:+.2f}"
+    gaps = [f"T={t}: "
+            f"{min(results[n][t][0] for n in MODELS if n != 'MI') - results['MI'][t][0]:+.2f}"
             for t in args.tasks]
     print(f"\nLowest per T: {', '.join(f'T={t}: {n}' for t, n in best.items())}. "
           f"MI advantage over the best baseline (ln units): {', '.join(gaps)}.")

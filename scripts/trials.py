@@ -1,6 +1,8 @@
-"""Trial bookkeeping shared by ``mira compare`` (scripts/compare.py) and its population-based
-training (scripts/pbt.py): the state of a trial's run directory, the job that trains and
-evaluates it, and ``run_trial``, which runs one job inside a Ray task."""
+"""Trial bookkeeping shared by ``mira compare`` and its population-based training.
+
+Used by scripts/compare.py and scripts/pbt.py: the state of a trial's run directory, the job
+that trains and evaluates it, and ``run_trial``, which runs one job inside a Ray task.
+"""
 
 from __future__ import annotations
 
@@ -13,10 +15,15 @@ from learners.config import load_config
 
 
 def say(*parts) -> None:
+    """Print ``parts`` to stderr, prefixed with ``[mira]`` and flushed at once."""
     print("[mira]", *parts, file=sys.stderr, flush=True)
 
 
 def flatten(data: dict, prefix: str = "") -> dict:
+    """Flatten nested dicts to dotted keys: ``{"a": {"b": 1}}`` gives ``{"a.b": 1}``.
+
+    An empty dict is kept as a value: ``{"a": {}}`` gives ``{"a": {}}``.
+    """
     out = {}
     for key, value in data.items():
         full = f"{prefix}.{key}" if prefix else str(key)
@@ -25,10 +32,12 @@ def flatten(data: dict, prefix: str = "") -> dict:
 
 
 def override(key: str, value) -> str:
+    """The command-line config override ``key=value``, with ``value`` written as JSON."""
     return f"{key}={json.dumps(value)}"  # JSON is YAML: strings, numbers and lists round-trip
 
 
 def read_json(path: Path) -> dict | None:
+    """The parsed JSON file at ``path``, or None if it is missing, unreadable or not valid JSON."""
     try:
         return json.loads(path.read_text())
     except (OSError, ValueError):
@@ -42,12 +51,14 @@ def trial_state(run_dir: Path, target_frames: int) -> str:
     from learners.run_dir import RunDir
 
     summary, ckpt = read_json(run_dir / "summary.json"), RunDir(run_dir).latest_checkpoint()
-    if ckpt is not None and summary and not summary.get("interrupted") and summary.get("frames", 0) >= target_frames:
+    if (ckpt is not None and summary and not summary.get("interrupted")
+            and summary.get("frames", 0) >= target_frames):
         return "done"
     return "resume" if ckpt is not None else "new"
 
 
 def eval_is_current(run_dir: Path, episodes: int) -> bool:
+    """True if ``eval.json`` evaluates the latest checkpoint with ``episodes`` episodes per task."""
     from learners.run_dir import RunDir
 
     result, ckpt = read_json(run_dir / "eval.json"), RunDir(run_dir).latest_checkpoint()
@@ -56,8 +67,12 @@ def eval_is_current(run_dir: Path, episodes: int) -> bool:
 
 
 def run_trial(job: dict) -> dict:
-    """Train one trial to its ``run.total_frames`` (new, resumed or already there), then evaluate
-    its last checkpoint if ``job['episodes']``. Runs in a Ray task; output goes to train.log."""
+    """Train one trial to its ``run.total_frames``, then evaluate its last checkpoint.
+
+    The trial may be new, resumed or already there; evaluation runs only if ``job['episodes']``.
+    Runs in a Ray task; output goes to train.log. Returns the trial's state before training, its
+    ``summary.json`` and its ``eval.json`` (None where absent).
+    """
     import torch
 
     from learners.run_dir import RunDir
@@ -69,24 +84,34 @@ def run_trial(job: dict) -> dict:
     run_dir = Path(cfg.run.dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     state = trial_state(run_dir, cfg.run.total_frames)
-    with open(run_dir / "train.log", "a") as log, contextlib.redirect_stdout(log), contextlib.redirect_stderr(log):
+    with (open(run_dir / "train.log", "a") as log, contextlib.redirect_stdout(log),
+          contextlib.redirect_stderr(log)):
         if state != "done":
             run = RunDir.open(run_dir) if state == "resume" else RunDir.create(cfg, job["base"])
-            Trainer(cfg, run, resume_from=run.latest_checkpoint() if state == "resume" else None).train()
+            Trainer(cfg, run,
+                    resume_from=run.latest_checkpoint() if state == "resume" else None).train()
         summary = read_json(run_dir / "summary.json")
-        if job["episodes"] and not summary["interrupted"] and not eval_is_current(run_dir, job["episodes"]):
-            evaluate_checkpoint(str(run_dir), episodes=job["episodes"], num_runners=job["eval_runners"])
+        if (job["episodes"] and not summary["interrupted"]
+                and not eval_is_current(run_dir, job["episodes"])):
+            evaluate_checkpoint(str(run_dir), episodes=job["episodes"],
+                                num_runners=job["eval_runners"])
     return {"state": state, "summary": summary, "eval": read_json(run_dir / "eval.json")}
 
 
 def make_job(trial, spec, frames: int, extra: list[str], evaluate: bool) -> dict:
-    """The job that trains ``trial`` (a compare ``Trial``) to ``frames`` and, if ``evaluate``, evaluates it."""
+    """The job that trains ``trial`` (a compare ``Trial``) to ``frames``.
+
+    If ``evaluate``, the job also evaluates it with ``spec.evaluate.episodes`` episodes.
+    """
     overrides = trial.overrides + extra + [f"run.total_frames={frames}"]
     state = trial_state(trial.dir, frames)
-    return dict(slug=trial.slug, dir=str(trial.dir), base=trial.base, overrides=overrides, frames=frames, state=state,
-                episodes=spec.evaluate.episodes if evaluate else 0, eval_runners=spec.evaluate.num_runners,
+    return dict(slug=trial.slug, dir=str(trial.dir), base=trial.base, overrides=overrides,
+                frames=frames, state=state, episodes=spec.evaluate.episodes if evaluate else 0,
+                eval_runners=spec.evaluate.num_runners,
                 threads=max(1, int(spec.resources.cpus_per_trial)))
 
 
 def needs_work(job: dict) -> bool:
-    return job["state"] != "done" or bool(job["episodes"] and not eval_is_current(Path(job["dir"]), job["episodes"]))
+    """True if ``job`` still has training to do, or an evaluation that is missing or stale."""
+    return job["state"] != "done" or bool(
+        job["episodes"] and not eval_is_current(Path(job["dir"]), job["episodes"]))

@@ -23,7 +23,8 @@ def make_agent(core, head, seed=0, **core_options):
             core_opts[key] = 32
     if "unit_size" in core_opts:
         core_opts["unit_size"] = 8
-    cfg = AgentConfig(core=core, head=head, torso_options={"hidden_size": 32}, core_options=core_opts)
+    cfg = AgentConfig(core=core, head=head, torso_options={"hidden_size": 32},
+                      core_options=core_opts)
     agent = Agent(cfg, OBS, A, TASKS, {"instruction": 1024})
     agent.eval()  # dropout off: stepping must equal unrolling
     return agent
@@ -94,10 +95,14 @@ def test_reset_starts_a_fresh_episode(core, head):
     torch.testing.assert_close(out.logits[3:], fresh.logits, atol=1e-5, rtol=1e-5)
 
 
-@pytest.mark.parametrize("core, head", [(c, h) for c, h in COMBOS if not getattr(CORES[c], "stateless", False)])
+@pytest.mark.parametrize("core, head", [(c, h) for c, h in COMBOS
+                                        if not getattr(CORES[c], "stateless", False)])
 def test_policy_depends_on_core_state(core, head):
-    """Catches a head wired around the core (a public RIMs release fed conv features
-    straight to the policy): a different core state must change the policy."""
+    """The policy depends on the core's state.
+
+    Catches a head wired around the core (a public RIMs release fed conv features straight to the
+    policy): a different core state must change the policy.
+    """
     agent = make_agent(core, head)
     x = inputs(1, 2)
     with torch.no_grad():
@@ -118,7 +123,8 @@ def test_gradients_reach_every_parameter(core, head):
     x["task_id"] = torch.arange(B).remainder(TASKS).expand(T, B)  # every task's parameters in use
     out, _ = agent(x, agent.initial_state(B))
     (out.logits.sum() + out.value.sum()).backward()
-    missing = [n for n, p in agent.named_parameters() if p.grad is None or not p.grad.abs().sum() > 0]
+    missing = [n for n, p in agent.named_parameters()
+               if p.grad is None or not p.grad.abs().sum() > 0]
     assert not missing, f"no gradient reaches {missing}"
 
 
@@ -149,15 +155,19 @@ def test_instruction_and_reward_inputs_matter():
 def test_atari_shaped_observation():
     cfg = from_dict(AgentConfig, {"core_options": {"hidden_size": 32}})
     agent = Agent(cfg, {"pixels": (4, 84, 84)}, 6, 1)
-    x = {"pixels": torch.zeros(2, 3, 4, 84, 84, dtype=torch.uint8), "last_action": torch.zeros(2, 3, dtype=torch.long),
+    x = {"pixels": torch.zeros(2, 3, 4, 84, 84, dtype=torch.uint8),
+         "last_action": torch.zeros(2, 3, dtype=torch.long),
          "last_reward": torch.zeros(2, 3), "reset": torch.zeros(2, 3, dtype=torch.bool)}
     out, _ = agent(x, agent.initial_state(3))
     assert out.logits.shape == (2, 3, 6)
 
 
 def test_orthogonal_torso_init_keeps_the_feature_scale():
-    """``init: orthogonal`` (gain sqrt 2, zero biases) keeps the scale of the features through
-    the ReLUs; PyTorch's default init shrinks it layer by layer (README.md, "Learning results")."""
+    """``init: orthogonal`` keeps the scale of the features through the ReLUs.
+
+    It uses gain sqrt 2 and zero biases; PyTorch's default init shrinks that scale layer by layer
+    (README.md, "Learning results").
+    """
     from agents.torsos import ShallowTorso
 
     torch.manual_seed(0)
@@ -169,7 +179,8 @@ def test_orthogonal_torso_init_keeps_the_feature_scale():
         with torch.no_grad():
             rms[init] = float(torso({"pixels": pixels}, *extras)[..., :256].pow(2).mean().sqrt())
         if init == "orthogonal":
-            assert all(float(m.bias.detach().abs().max()) == 0.0 for m in (torso.conv[0], torso.conv[2], torso.fc))
+            assert all(float(m.bias.detach().abs().max()) == 0.0
+                       for m in (torso.conv[0], torso.conv[2], torso.fc))
             w = torso.fc.weight  # [256, 2592]: orthonormal rows times the gain
             torch.testing.assert_close(w @ w.T, 2.0 * torch.eye(256), atol=1e-4, rtol=0)
     assert rms["orthogonal"] > 5 * rms["torch"], rms

@@ -15,15 +15,16 @@ SMALL = ["agent.core_options={hidden_size: 32}", "agent.torso_options={hidden_si
 def test_readout_runs_on_real_frames():
     # A smoke run at toy size (the figures in README.md come from the defaults: 60 batches
     # of 20 x 32 steps, 400 updates); at this size the fit itself is too noisy to assert.
-    history = atari_probe.readout(str(ROOT / "configs/impala_atari_paper.yaml"), SMALL, updates=20, T=4, B=4, batches=12, every=10)
+    history = atari_probe.readout(str(ROOT / "configs/impala_atari_paper.yaml"), SMALL,
+                                  updates=20, T=4, B=4, batches=12, every=10)
     assert [k for k, _ in history] == [0, 10, 20]
     assert all(math.isfinite(ev) and ev <= 1.0 for _, ev in history)
 
 
 def test_checkpoint_probe_reads_a_run(tmp_path):
     cfg = load_config(ROOT / "configs/impala_atari_paper.yaml", SMALL + [
-        f"run.dir={tmp_path / 'pong'}", "run.total_frames=640", "runtime.num_runners=0", "runtime.envs_per_runner=4",
-        "learner.batch_size=4", "learner.unroll_length=10"])
+        f"run.dir={tmp_path / 'pong'}", "run.total_frames=640", "runtime.num_runners=0",
+        "runtime.envs_per_runner=4", "learner.batch_size=4", "learner.unroll_length=10"])
     Trainer(cfg, RunDir.create(cfg, None), quiet=True).train()
     result = atari_probe.checkpoint(str(tmp_path / "pong"))
     assert len(result["policy_mean"]) == 6 and abs(sum(result["policy_mean"]) - 1) < 1e-5

@@ -1,5 +1,8 @@
-"""mira compare: up-front validation, PBT's exploit/explore, and a tiny matrix on Ray
-(report, results, plots, skipping finished trials, resuming an interrupted one)."""
+"""mira compare: up-front validation, PBT's exploit/explore, and a tiny matrix on Ray.
+
+The matrix covers the report, results, plots, skipping finished trials and resuming an interrupted
+one.
+"""
 
 import json
 from pathlib import Path
@@ -19,10 +22,13 @@ PNGS = ("learning_curves.png", "final_scores.png", "probability_of_improvement.p
 
 def write_compare(tmp_path, **changes) -> Path:
     """2 variants (core width 16, 32) x 2 seeds of the conftest's tiny in-process IMPALA run."""
-    common = dict(parse_overrides([o for o in small_overrides(tmp_path) if not o.startswith("run.dir=")]))
+    common = dict(parse_overrides([o for o in small_overrides(tmp_path)
+                                   if not o.startswith("run.dir=")]))
     data = {
-        "name": "tiny", "base": str(ROOT / "configs" / "impala_minigrid.yaml"), "out": str(tmp_path / "out"),
-        "overrides": common, "matrix": {"agent.core_options.hidden_size": [16, 32]}, "seeds": [0, 1],
+        "name": "tiny", "base": str(ROOT / "configs" / "impala_minigrid.yaml"),
+        "out": str(tmp_path / "out"),
+        "overrides": common, "matrix": {"agent.core_options.hidden_size": [16, 32]},
+        "seeds": [0, 1],
         "evaluate": {"episodes": 2},
     }
     data.update(changes)
@@ -33,7 +39,8 @@ def write_compare(tmp_path, **changes) -> Path:
 
 def test_every_trial_is_validated_before_anything_runs(tmp_path, capsys):
     bad_key = write_compare(tmp_path, matrix={"agent.haed": ["linear", "linear2"]})
-    with pytest.raises(ConfigError, match=r"variant haed-linear \(seed 0\): unknown config key 'agent.haed'"):
+    with pytest.raises(ConfigError,
+                       match=r"variant haed-linear \(seed 0\): unknown config key 'agent.haed'"):
         run_compare(str(bad_key))
     assert not (tmp_path / "out").exists()
     bad_value = write_compare(tmp_path, matrix={"agent.head": ["linear", "nope"]})
@@ -48,7 +55,8 @@ def test_dry_run_lists_trials_and_their_run_dirs(tmp_path, capsys):
     path = write_compare(tmp_path)
     assert main([str(path), "--dry-run"]) == 0
     err = capsys.readouterr().err
-    for slug in ("hidden-size-16-seed0", "hidden-size-16-seed1", "hidden-size-32-seed0", "hidden-size-32-seed1"):
+    for slug in ("hidden-size-16-seed0", "hidden-size-16-seed1",
+                 "hidden-size-32-seed0", "hidden-size-32-seed1"):
         assert slug in err
     spec, trials, out = load_spec(path)
     assert [t.cfg.agent.core_options["hidden_size"] for t in trials] == [16, 16, 32, 32]
@@ -74,8 +82,10 @@ def test_a_seed_axis_in_the_matrix_is_the_seeds_list(tmp_path):
 
 
 def test_pbt_exploit_explore_and_its_checks(tmp_path):
-    population = [("a", 0.1, {"lr": 1.0}), ("b", 0.9, {"lr": 2.0}), ("c", None, {"lr": 3.0}), ("d", 0.5, {"lr": 4.0})]
-    moves = exploit_explore(population, quantile=0.25, perturb=[0.5, 2.0], rng=np.random.default_rng(0))
+    population = [("a", 0.1, {"lr": 1.0}), ("b", 0.9, {"lr": 2.0}), ("c", None, {"lr": 3.0}),
+                  ("d", 0.5, {"lr": 4.0})]
+    moves = exploit_explore(population, quantile=0.25, perturb=[0.5, 2.0],
+                            rng=np.random.default_rng(0))
     assert list(moves) == ["c"]  # no finished episode ranks last
     donor, hyper = moves["c"]
     assert donor == "b" and hyper["lr"] in (1.0, 4.0)
@@ -100,7 +110,8 @@ def test_compare_runs_reports_and_resumes(tmp_path, ray_local):
     for name in PNGS:
         assert _png_ok(out / name), name
     report = (out / "report.md").read_text()
-    assert "raw episode return" in report and "Probability of improvement" in report and "hidden_size=32" in report
+    assert ("raw episode return" in report and "Probability of improvement" in report
+            and "hidden_size=32" in report)
     res = json.loads((out / "results.json").read_text())
     assert len(res["trials"]) == 4 and all(r["frames"] >= 400 and r["eval"] for r in res["trials"])
     variants = list(res["variants"].values())
@@ -116,7 +127,8 @@ def test_compare_runs_reports_and_resumes(tmp_path, ray_local):
     # The same file again: nothing to do. An interrupted trial is resumed, the rest skipped.
     assert set(run_compare(str(path), quiet=True)["trials"].values()) == {"skipped"}
     summary_path = out / "trials" / "hidden-size-16-seed1" / "summary.json"
-    summary_path.write_text(json.dumps(dict(json.loads(summary_path.read_text()), interrupted=True)))
+    summary_path.write_text(json.dumps(dict(json.loads(summary_path.read_text()),
+                                            interrupted=True)))
     third = run_compare(str(path), quiet=True)["trials"]
     assert third.pop("hidden-size-16-seed1") == "resumed" and set(third.values()) == {"skipped"}
     assert json.loads(summary_path.read_text())["interrupted"] is False
@@ -125,7 +137,8 @@ def test_compare_runs_reports_and_resumes(tmp_path, ray_local):
 @pytest.mark.ray
 def test_pbt_copies_a_better_checkpoint(tmp_path, ray_local):
     path = write_compare(tmp_path, matrix={}, seeds=[0, 1], evaluate={"episodes": 1},
-                         pbt={"enabled": True, "interval_frames": 200, "quantile": 0.5, "init_range": 1.0})
+                         pbt={"enabled": True, "interval_frames": 200, "quantile": 0.5,
+                              "init_range": 1.0})
     overrides = yaml.safe_load(path.read_text())
     overrides["overrides"]["learner.optimizer.lr_schedule"] = "constant"
     path.write_text(yaml.safe_dump(overrides))
@@ -139,12 +152,15 @@ def test_pbt_copies_a_better_checkpoint(tmp_path, ray_local):
 
 
 def test_explicit_variants_cross_the_matrix_and_carry_their_options(tmp_path):
-    variants = [{"agent.head": "linear"}, {"agent.head": "multiplicative", "agent.head_options": {"context": "learnt"}}]
+    variants = [{"agent.head": "linear"},
+                {"agent.head": "multiplicative", "agent.head_options": {"context": "learnt"}}]
     spec, trials, _ = load_spec(write_compare(tmp_path, variants=variants, seeds=[0]))
-    assert [t.variant for t in trials] == ["head-linear_hidden-size-16", "head-linear_hidden-size-32",
+    assert [t.variant for t in trials] == ["head-linear_hidden-size-16",
+                                           "head-linear_hidden-size-32",
                                            "head-multiplicative_context-learnt_hidden-size-16",
                                            "head-multiplicative_context-learnt_hidden-size-32"]
-    assert [t.cfg.agent.head_options.get("context") for t in trials] == [None, None, "learnt", "learnt"]
+    assert [t.cfg.agent.head_options.get("context") for t in trials] == [None, None,
+                                                                          "learnt", "learnt"]
     assert trials[3].cfg.agent.core_options["hidden_size"] == 32
     with pytest.raises(ConfigError, match=r"variants\[1\]: expected a mapping"):
         load_spec(write_compare(tmp_path, variants=[{"agent.head": "linear"}, "multi_head"]))

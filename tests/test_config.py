@@ -21,9 +21,11 @@ def test_every_preset_loads(path):
 
 
 def test_overrides_and_types():
-    cfg = load_config(None, ["run.total_frames=2e6", "runtime.num_runners=4", "env.game=Breakout", "learner.clip_value=false"])
+    cfg = load_config(None, ["run.total_frames=2e6", "runtime.num_runners=4", "env.game=Breakout",
+                             "learner.clip_value=false"])
     assert cfg.run.total_frames == 2_000_000 and isinstance(cfg.run.total_frames, int)
-    assert cfg.runtime.num_runners == 4 and cfg.env.game == "Breakout" and cfg.learner.clip_value is False
+    assert (cfg.runtime.num_runners == 4 and cfg.env.game == "Breakout"
+            and cfg.learner.clip_value is False)
 
 
 def test_core_options_are_filled_and_typed():
@@ -52,18 +54,23 @@ def test_core_options_are_filled_and_typed():
         ("learner.optimizer.max_grad_norm=0", ["learner.optimizer.max_grad_norm must be > 0"]),
         ("learner.entropy_cost=.nan", ["learner.entropy_cost must be >= 0, got nan"]),
         ("runtime.envs_per_runner=0", ["runtime.envs_per_runner must be at least 1"]),
-        ("agent.core_options.hidden_size=-3", ["agent.core_options.hidden_size must be >= 1, got -3"]),
-        ("agent.core=rims;agent.core_options={input_dropout: 1.5}", ["agent.core_options", "input_dropout must be in [0, 1)"]),
+        ("agent.core_options.hidden_size=-3",
+         ["agent.core_options.hidden_size must be >= 1, got -3"]),
+        ("agent.core=rims;agent.core_options={input_dropout: 1.5}",
+         ["agent.core_options", "input_dropout must be in [0, 1)"]),
         ("learner.gamma=[1", ["override 'learner.gamma=[1'", "not valid YAML", "line 1"]),
         ("learner.batch_size=30", ["multiple of", "envs_per_runner"]),
-        ("env.level=MiniGrid-Emty-5x5-v0", ["env.level", "unknown minigrid id", "MiniGrid-Empty-5x5-v0"]),
+        ("env.level=MiniGrid-Emty-5x5-v0",
+         ["env.level", "unknown minigrid id", "MiniGrid-Empty-5x5-v0"]),
         ("env.suite=atari;env.game=Pongg", ["env.game", "unknown atari id 'Pongg'", "Pong"]),
         ("env.suite=atari;env.games=[Pong,Breakot]", ["env.games", "'Breakot'", "Breakout"]),
-        ("env.suite=lab6;runtime.num_runners=4;runtime.runners_per_task=1", ["runners_per_task=1", "num_runners=6"]),
+        ("env.suite=lab6;runtime.num_runners=4;runtime.runners_per_task=1",
+         ["runners_per_task=1", "num_runners=6"]),
         ("env.suite=lab6;runtime.num_runners=8", ["8 runners", "6 tasks", "multiple of 6"]),
         ("env.suite=lab6;runtime.num_runners=0;runtime.envs_per_runner=4;learner.batch_size=4",
          ["4 envs", "multiple of 6"]),
-        ("env.suite=atari;env.games=[Pong,Breakout];env.full_action_space=false", ["one action set"]),
+        ("env.suite=atari;env.games=[Pong,Breakout];env.full_action_space=false",
+         ["one action set"]),
     ],
 )
 def test_bad_input_names_the_key(override, words):
@@ -84,8 +91,10 @@ def test_cli_reports_errors_cleanly(tmp_path, capsys):
 
 
 def test_evaluation_loads_configs_whose_runner_layout_training_would_reject():
-    """mira evaluate reads a run's config without its runner layout: a run made before the
-    task-dealing check (lab6 on 8 runners) still evaluates."""
+    """``mira evaluate`` reads a run's config without its runner layout.
+
+    A run made before the task-dealing check (lab6 on 8 runners) still evaluates.
+    """
     layout = ["env.suite=lab6", "runtime.num_runners=8"]
     with pytest.raises(ConfigError, match="8 runners"):
         load_config(None, layout)
@@ -101,7 +110,8 @@ def test_unreadable_and_malformed_config_files_are_one_line_errors(tmp_path, cap
     binary.write_bytes(b"\xff\xfe\x00run: {}")
     assert main(["train", str(binary)]) == 2
     err = capsys.readouterr().err
-    assert "binary.yaml: not UTF-8 text (byte 0 is 0xff)" in err and len(err.strip().splitlines()) == 1
+    assert ("binary.yaml: not UTF-8 text (byte 0 is 0xff)" in err
+            and len(err.strip().splitlines()) == 1)
 
 
 def test_switching_the_core_on_the_command_line_drops_the_old_cores_options(capsys):
@@ -109,10 +119,14 @@ def test_switching_the_core_on_the_command_line_drops_the_old_cores_options(caps
     cfg = load_config(ROOT / "configs/impala_minigrid.yaml", ["agent.core=rims"])
     assert cfg.agent.core == "rims" and cfg.agent.core_options["num_units"] == 6
     err = capsys.readouterr().err
-    assert "agent.core=rims replaces lstm: dropping the config's agent.core_options (hidden_size)" in err
-    cfg = load_config(ROOT / "configs/impala_minigrid.yaml", ["agent.core=rims", "agent.core_options.k_active=3"])
-    assert cfg.agent.core_options["k_active"] == 3  # options given with the switch apply to the new core
+    assert ("agent.core=rims replaces lstm: dropping the config's agent.core_options "
+            "(hidden_size)") in err
+    cfg = load_config(ROOT / "configs/impala_minigrid.yaml",
+                      ["agent.core=rims", "agent.core_options.k_active=3"])
+    # options given with the switch apply to the new core
+    assert cfg.agent.core_options["k_active"] == 3
     capsys.readouterr()
-    cfg = load_config(ROOT / "configs/impala_minigrid.yaml", ["agent.core=lstm"])  # no switch: options kept
+    # no switch: options kept
+    cfg = load_config(ROOT / "configs/impala_minigrid.yaml", ["agent.core=lstm"])
     assert "replaces" not in capsys.readouterr().err and cfg.agent.core_options["hidden_size"] == \
         load_config(ROOT / "configs/impala_minigrid.yaml").agent.core_options["hidden_size"]

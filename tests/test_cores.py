@@ -126,8 +126,10 @@ def test_state_slices_along_batch(name):
 
 
 def test_lstm_equals_pytorch_lstm_cell_stepped():
-    """The core computes W x + b for the whole unroll at once; it must stay nn.LSTMCell's
-    LSTM, reset masking included."""
+    """The LSTM core equals nn.LSTMCell stepped through the unroll, reset masking included.
+
+    The core computes W x + b for the whole unroll at once; it must stay nn.LSTMCell's LSTM.
+    """
     from agents.cores import mask_state
 
     core = make("lstm", hidden_size=16)
@@ -192,8 +194,10 @@ def test_rims_exactly_k_active_units_change(cell, k_active):
 
 @pytest.mark.parametrize("cell", ["lstm", "gru"])
 def test_gradients_flow_through_inactive_rims(cell):
-    """Section 2.3: an inactive RIM keeps its state and "the gradient still flows through" it:
-    d h_{t+1,k} / d h_{t,k} is the identity for an inactive k (a detached copy would give 0)."""
+    """Section 2.3: an inactive RIM keeps its state and "the gradient still flows through" it.
+
+    d h_{t+1,k} / d h_{t,k} is the identity for an inactive k (a detached copy would give 0).
+    """
     core = make("rims", cell=cell, num_units=6, k_active=2).eval()
     B = 5
     h0 = random_state(core, B)[0].requires_grad_()
@@ -221,7 +225,8 @@ def test_rims_spatial_input_set():
     torch.testing.assert_close(torch.cat(ys), y, atol=1e-5, rtol=0)
     # A flat input is the set with one element.
     flat = torch.randn(T, B, D)
-    torch.testing.assert_close(core(flat, state0, reset)[0], core(flat[:, :, None], state0, reset)[0])
+    torch.testing.assert_close(core(flat, state0, reset)[0],
+                               core(flat[:, :, None], state0, reset)[0])
 
 
 def test_rims_invalid_k_active_is_a_clear_error():
@@ -241,8 +246,11 @@ def test_rims_dropout_only_in_training():
 
 
 def naive_rims_step(core, x, h, c=None):
-    """One RIMs step written per RIM and per head in the paper's notation (eqs. 1-2, sections
-    2.2-2.4). x: [B, N, D]; h, c: [B, U, H]. Loops everywhere; eval mode (no dropout)."""
+    """One RIMs step written per RIM and per head in the paper's notation.
+
+    Eqs. 1-2, sections 2.2-2.4. x: [B, N, D]; h, c: [B, U, H]. Loops everywhere; eval mode
+    (no dropout).
+    """
     cfg = core.config
     B, U, H = h.shape
     nh, dk, dv = cfg.input_heads, cfg.input_key_size, cfg.input_value_size // cfg.input_heads
@@ -287,8 +295,10 @@ def naive_rims_step(core, x, h, c=None):
                 W = core.comm_qkv
                 base = j * (2 * ck + cv)
                 q = h_tilde[k] @ W[k][:, base:base + ck]
-                keys = torch.stack([h_tilde[m] @ W[m][:, base + ck:base + 2 * ck] for m in range(U)])
-                vals = torch.stack([h_tilde[m] @ W[m][:, base + 2 * ck:base + 2 * ck + cv] for m in range(U)])
+                keys = torch.stack([h_tilde[m] @ W[m][:, base + ck:base + 2 * ck]
+                                    for m in range(U)])
+                vals = torch.stack([h_tilde[m] @ W[m][:, base + 2 * ck:base + 2 * ck + cv]
+                                    for m in range(U)])
                 outs.append(torch.softmax(keys @ q / math.sqrt(ck), dim=0) @ vals)
             h_out[b, k] = torch.cat(outs) @ core.comm_out[k] + h_tilde[k]
             if cfg.cell == "lstm":
@@ -333,8 +343,10 @@ def naive_mi_lstm(core, x, h, c):
             sl = slice(s * H, (s + 1) * H)
             Wx = x[t] @ core.weight_ih[:, sl]
             Uh = h @ core.weight_hh[:, sl]
-            pre.append(core.alpha[sl] * Wx * Uh + core.beta1[sl] * Uh + core.beta2[sl] * Wx + core.bias[sl])
-        i, f, g, o = torch.sigmoid(pre[0]), torch.sigmoid(pre[1]), torch.tanh(pre[2]), torch.sigmoid(pre[3])
+            pre.append(core.alpha[sl] * Wx * Uh + core.beta1[sl] * Uh + core.beta2[sl] * Wx
+                       + core.bias[sl])
+        i, f, g, o = (torch.sigmoid(pre[0]), torch.sigmoid(pre[1]), torch.tanh(pre[2]),
+                      torch.sigmoid(pre[3]))
         c = f * c + i * g
         h = o * torch.tanh(c)
         ys.append(h)
@@ -379,7 +391,8 @@ def test_alstm_step_matches_the_equations():
     x = torch.randn(1, B, D)
     h, c, z, cz = random_state(core, B)
     y, (h1, c1, z1, cz1) = core(x, (h, c, z, cz), no_reset(1, B))
-    Wa = torch.cat([core.adapt_ix, core.adapt_ihz])  # m's input weights for v_t = [x_t; h_{t-1}; z_{t-1}]
+    # m's input weights for v_t = [x_t; h_{t-1}; z_{t-1}]
+    Wa = torch.cat([core.adapt_ix, core.adapt_ihz])
     for b in range(B):
         # eq. 7: z_t = LSTM(v_t, z_{t-1}), v_t = [x_t; h_{t-1}]
         ga = torch.cat([x[0, b], h[b], z[b]]) @ Wa + core.adapt_bias
@@ -421,19 +434,22 @@ def test_copying_script_smoke(capsys):
     out = capsys.readouterr().out
     assert "| core |" in out and "rims" in out
     assert [r["core"] for r in rows] == ["lstm", "rims", "mi_lstm", "alstm"]
-    assert all(math.isfinite(r["ce_train_length"]) and math.isfinite(r["ce_test_length"]) for r in rows)
+    assert all(math.isfinite(r["ce_train_length"]) and math.isfinite(r["ce_test_length"])
+               for r in rows)
 
 
 def test_bench_cores_smoke(capsys):
     from scripts import bench_cores
 
-    rows = bench_cores.main(["--hidden", "12", "--input-size", "8", "--rounds", "1", "--unroll", "2", "--batch-size", "2"])
+    rows = bench_cores.main(["--hidden", "12", "--input-size", "8", "--rounds", "1",
+                             "--unroll", "2", "--batch-size", "2"])
     assert sorted(r["core"] for r in rows) == sorted(NAMES)
     assert "| core |" in capsys.readouterr().out
 
 
 def test_alstm_parameter_matched_setting_documented_in_the_readme():
-    # README's cores table: alstm hidden_size 204 matches lstm(256) within 1.1% behind the shallow torso.
+    # README's cores table: alstm hidden_size 204 matches lstm(256) within 1.1% behind the
+    # shallow torso.
     count = lambda m: sum(p.numel() for p in m.parameters())  # noqa: E731
     lstm, alstm = CORES.get("lstm")(263), CORES.get("alstm")(263, hidden_size=204)
     assert count(lstm) == 533_504 and abs(count(alstm) / count(lstm) - 1) < 0.011

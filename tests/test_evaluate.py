@@ -81,17 +81,21 @@ def test_evaluator_plays_exactly_the_asked_episodes_spread_over_envs(small_cfg):
 
 
 def test_evaluating_under_another_atari_protocol_keeps_the_trained_action_set(tmp_path):
-    """A dqn-protocol Pong agent has Pong's 6 minimal actions; --protocol machado evaluates it
-    with sticky actions but must not hand it the 18-action set (the head has 6 outputs)."""
+    """A dqn-protocol Pong agent evaluated under another protocol keeps its 6 minimal actions.
+
+    --protocol machado evaluates it with sticky actions but must not hand it the 18-action set (the
+    head has 6 outputs).
+    """
     from learners.config import load_config
     from scripts.evaluate import evaluate_checkpoint
     from tests.conftest import small_overrides
 
     overrides = [o for o in small_overrides(tmp_path) if not o.startswith("env.level=")]
-    cfg = load_config(None, overrides + ["env.suite=atari", "env.game=Pong", "env.max_episode_frames=400",
-                                         "run.total_frames=160"])
+    cfg = load_config(None, overrides + ["env.suite=atari", "env.game=Pong",
+                                         "env.max_episode_frames=400", "run.total_frames=160"])
     Trainer(cfg, RunDir.create(cfg, None), quiet=True).train()
-    result = evaluate_checkpoint(cfg.run.dir, episodes=1, protocol="machado", num_runners=0, quiet=True)
+    result = evaluate_checkpoint(cfg.run.dir, episodes=1, protocol="machado", num_runners=0,
+                                 quiet=True)
     assert result["protocol"] == "machado" and result["tasks"]["Pong"]["episodes"] == 1
 
 
@@ -106,9 +110,11 @@ def test_video_records_whole_episodes_one_frame_per_step(tmp_path, small_cfg):
 
     cfg = small_cfg()
     Trainer(cfg, RunDir.create(cfg, None), quiet=True).train()
-    assert main(["evaluate", cfg.run.dir, "--episodes", "1", "--video", "2", "--num-runners", "0"]) == 0
+    assert main(["evaluate", cfg.run.dir, "--episodes", "1", "--video", "2",
+                 "--num-runners", "0"]) == 0
     videos = sorted((tmp_path / "run" / "videos").iterdir())
-    assert [v.name.split("_return")[0] for v in videos] == ["MiniGrid-Empty-5x5-v0_ep01", "MiniGrid-Empty-5x5-v0_ep02"]
+    assert [v.name.split("_return")[0] for v in videos] == ["MiniGrid-Empty-5x5-v0_ep01",
+                                                            "MiniGrid-Empty-5x5-v0_ep02"]
     for v in videos:
         steps = int(re.search(r"_steps(\d+)\.", v.name).group(1))
         cap = cv2.VideoCapture(str(v))
@@ -126,14 +132,16 @@ def test_rims_strip_shows_k_active_units_under_each_frame(tmp_path, small_cfg):
     from learners.trainer import Trainer
     from scripts.cli import main
 
-    cfg = small_cfg(**{"agent.core": "rims", "agent.core_options": "{num_units: 6, k_active: 4, unit_size: 8}"})
+    cfg = small_cfg(**{"agent.core": "rims",
+                       "agent.core_options": "{num_units: 6, k_active: 4, unit_size: 8}"})
     Trainer(cfg, RunDir.create(cfg, None), quiet=True).train()
-    assert main(["evaluate", cfg.run.dir, "--episodes", "1", "--video", "1", "--rims-strip", "--num-runners", "0"]) == 0
+    assert main(["evaluate", cfg.run.dir, "--episodes", "1", "--video", "1", "--rims-strip",
+                 "--num-runners", "0"]) == 0
     (video,) = (tmp_path / "run" / "videos").iterdir()
     ok, frame = cv2.VideoCapture(str(video)).read()
     assert ok
     strip = frame[-6, :, :].mean(axis=-1)  # a row through the middle of the 12-pixel strip
     cells = np.array_split(strip, 6)
     assert sum(c[2:-2].mean() > 200 for c in cells) == 4  # white = active, k_active of num_units
-    assert main(["evaluate", cfg.run.dir, "agent.core=lstm", "--episodes", "1", "--video", "1", "--rims-strip",
-                 "--num-runners", "0"]) == 2  # a strip needs RIMs
+    assert main(["evaluate", cfg.run.dir, "agent.core=lstm", "--episodes", "1", "--video", "1",
+                 "--rims-strip", "--num-runners", "0"]) == 2  # a strip needs RIMs

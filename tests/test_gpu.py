@@ -1,8 +1,8 @@
-"""The learner's devices: CUDA placement, pinned-memory staging and bfloat16 autocast, and
-bfloat16 autocast on CPU.
+"""The learner's devices: CUDA placement, pinned-memory staging, bfloat16 autocast.
 
-The CUDA tests run where CUDA exists and are skipped cleanly elsewhere (CI and the dev
-machines have none); the CPU one runs everywhere."""
+bfloat16 autocast is tested on CPU too. The CUDA tests run where CUDA exists and are skipped
+cleanly elsewhere (CI and the dev machines have none); the CPU one runs everywhere.
+"""
 
 import pytest
 import torch
@@ -27,8 +27,8 @@ def test_auto_device_falls_back_to_cpu_without_cuda():
 @pytest.mark.parametrize("mixed_precision", [False, True])
 @pytest.mark.parametrize("learner", ["impala", "ppo"])
 def test_cuda_learner_update(small_cfg, mixed_precision, learner):
-    cfg = small_cfg(**{"learner.device": "cuda", "learner.mixed_precision": mixed_precision, "learner.name": learner,
-                       "learner.minibatches": 2})
+    cfg = small_cfg(**{"learner.device": "cuda", "learner.mixed_precision": mixed_precision,
+                       "learner.name": learner, "learner.minibatches": 2})
     runner = EnvRunner(cfg.env, cfg.agent, envs_per_runner=4, unroll_length=5)
     lrn = Learner(cfg, runner.spec())
     assert next(lrn.agent.parameters()).is_cuda
@@ -41,8 +41,10 @@ def test_cuda_learner_update(small_cfg, mixed_precision, learner):
 
 @pytest.mark.parametrize("learner", ["impala", "ppo"])
 def test_cpu_mixed_precision_matches_float32(small_cfg, learner):
-    """learner.mixed_precision on CPU: the forward runs in bfloat16 (its outputs differ from
-    float32 by bfloat16's rounding, not more), comes back as float32, and an update is finite."""
+    """learner.mixed_precision on CPU: the forward runs in bfloat16, comes back as float32.
+
+    Its outputs differ from float32 by bfloat16's rounding, not more, and an update is finite.
+    """
     over = {"learner.device": "cpu", "learner.name": learner, "learner.minibatches": 2}
     cfg, bf16_cfg = small_cfg(**over), small_cfg(**over, **{"learner.mixed_precision": "true"})
     runner = EnvRunner(cfg.env, cfg.agent, envs_per_runner=4, unroll_length=5)

@@ -1,6 +1,8 @@
-"""Contract tests over every head in HEADS (DESIGN.md, "Contracts"), plus the
-behaviour that makes each head what it is: multi_head routes gradients to the selected
-task only; a learnt-context head never sees the task ID; a task-ID head depends on it."""
+"""Contract tests over every head in HEADS (DESIGN.md, "Contracts").
+
+Plus the behaviour that makes each head what it is: multi_head routes gradients to the selected task
+only; a learnt-context head never sees the task ID; a task-ID head depends on it.
+"""
 
 import dataclasses
 

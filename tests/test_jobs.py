@@ -1,9 +1,11 @@
-"""``ray job submit`` as README.md documents it: a head node whose ``~/.ray/auth_token`` exists
-(Ray 2.59+ writes one the first time a local ``ray.init()`` instance starts, and ``ray start
---head`` then turns token authentication on), a job submitted with ``RAY_AUTH_MODE=token``,
-``mira train ... runtime.address=auto`` inside it. The head runs in its own process group
-(``ray start --block``) and is stopped by signal: ``ray stop`` would end every Ray process
-of the machine, a developer's running experiments included."""
+"""``ray job submit`` as README.md documents it.
+
+A head node whose ``~/.ray/auth_token`` exists (Ray 2.59+ writes one the first time a local
+``ray.init()`` instance starts, and ``ray start --head`` then turns token authentication on), a job
+submitted with ``RAY_AUTH_MODE=token``, ``mira train ... runtime.address=auto`` inside it. The head
+runs in its own process group (``ray start --block``) and is stopped by signal: ``ray stop`` would
+end every Ray process of the machine, a developer's running experiments included.
+"""
 
 import os
 import signal
@@ -42,28 +44,33 @@ def test_ray_job_submit_runs_mira_train(tmp_path):
     env.update(HOME=str(tmp_path / "home"), PATH=bin_dir + os.pathsep + env.get("PATH", ""))
     (tmp_path / "home").mkdir()
     ray_cli = os.path.join(bin_dir, "ray")
-    subprocess.run([ray_cli, "get-auth-token", "--generate"], env=env, check=True, capture_output=True, timeout=60)
+    subprocess.run([ray_cli, "get-auth-token", "--generate"], env=env, check=True,
+                   capture_output=True, timeout=60)
     assert (tmp_path / "home" / ".ray" / "auth_token").is_file()
     gcs, dashboard = free_port(), free_port()
     head = subprocess.Popen(
         [ray_cli, "start", "--head", f"--port={gcs}", f"--dashboard-port={dashboard}",
          # Every fixed default port moved: another Ray instance on the machine (a test's, a run's)
          # holds them, and a head whose dashboard agent cannot bind never accepts a job.
-         *(f"--{name}={free_port()}" for name in ("dashboard-agent-listen-port", "dashboard-agent-grpc-port",
-                                                  "metrics-export-port", "runtime-env-agent-port",
-                                                  "ray-client-server-port", "node-manager-port",
-                                                  "object-manager-port")),
+         *(f"--{name}={free_port()}"
+           for name in ("dashboard-agent-listen-port", "dashboard-agent-grpc-port",
+                        "metrics-export-port", "runtime-env-agent-port",
+                        "ray-client-server-port", "node-manager-port",
+                        "object-manager-port")),
          "--num-cpus=3", "--include-dashboard=true", "--block"],
-        env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+        env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        start_new_session=True)
     try:
         assert wait_for(dashboard, 90), "the head node's dashboard did not come up"
-        overrides = ["runtime.address=auto", "runtime.num_runners=1", "run.total_frames=600", "run.log_every_s=1",
-                     "runtime.envs_per_runner=4", "learner.unroll_length=5", "learner.batch_size=4", f"run.dir={tmp_path / 'job_run'}"]
+        overrides = ["runtime.address=auto", "runtime.num_runners=1", "run.total_frames=600",
+                     "run.log_every_s=1", "runtime.envs_per_runner=4", "learner.unroll_length=5",
+                     "learner.batch_size=4", f"run.dir={tmp_path / 'job_run'}"]
         submit = [ray_cli, "job", "submit", "--address", f"http://127.0.0.1:{dashboard}", "--",
                   "mira", "train", str(ROOT / "configs/impala_minigrid.yaml"), *overrides]
         deadline = time.time() + 120
         while True:  # the job agent comes up some seconds after the dashboard
-            job = subprocess.run(submit, env={**env, "RAY_AUTH_MODE": "token"}, capture_output=True, text=True, timeout=240)
+            job = subprocess.run(submit, env={**env, "RAY_AUTH_MODE": "token"},
+                                 capture_output=True, text=True, timeout=240)
             if "No available agent" not in job.stdout + job.stderr or time.time() > deadline:
                 break
             time.sleep(3)

@@ -72,12 +72,14 @@ def test_seed_reproduces_the_episode(name):
     assert a_events == b_events
     assert len(a_frames) == len(b_frames)
     for a, b in zip(a_frames, b_frames):
-        assert np.array_equal(a["pixels"], b["pixels"]) and np.array_equal(a["instruction"], b["instruction"])
+        assert (np.array_equal(a["pixels"], b["pixels"])
+                and np.array_equal(a["instruction"], b["instruction"]))
     other = [env.reset(seed=s)[0]["pixels"] for s in (1, 2, 3)]
     assert not all(np.array_equal(other[0], o) for o in other[1:]), "the seed changes nothing"
 
 
-REFERENCE = {row["level"]: (float(row["reference"]), float(row["random"])) for row in _csv("lab30_scores.csv")}
+REFERENCE = {row["level"]: (float(row["reference"]), float(row["random"]))
+             for row in _csv("lab30_scores.csv")}
 
 
 @pytest.mark.parametrize("name", LAB30)
@@ -94,7 +96,8 @@ def test_reference_solver_reaches_the_goal(name):
         # Scoring at all is not enough (random play scores on several levels): the solver
         # must make at least half its measured mean and beat random play's mean.
         ref, rnd = REFERENCE[name]
-        assert total >= max(0.5 * ref, rnd), f"{name} seed {seed}: return {total}, reference mean {ref}"
+        assert total >= max(0.5 * ref, rnd), (f"{name} seed {seed}: return {total}, "
+                                              f"reference mean {ref}")
 
 
 @pytest.mark.parametrize("suite, levels", [("lab30", LAB30), ("lab6", LAB6)])
@@ -121,7 +124,8 @@ def test_score_table_has_every_level_above_random():
     name, row = LAB30[0], rows[LAB30[0]]
     assert scores.score_name("lab") == "reference-normalised"
     assert scores.normalized_score("lab", name, float(row["reference"])) == pytest.approx(100.0)
-    assert scores.normalized_score("lab", GYM_ID.format(name), float(row["random"])) == pytest.approx(0.0)
+    assert scores.normalized_score("lab", GYM_ID.format(name),
+                                   float(row["random"])) == pytest.approx(0.0)
 
 
 def test_multitask_training_logs_normalised_scores_per_level(small_cfg):

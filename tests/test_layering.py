@@ -1,5 +1,8 @@
-"""Layering (DESIGN.md): agents/ knows nothing of envs/, and the agents, the return math and
-the losses import without Ray (they run in learners and runners alike, and in notebooks)."""
+"""Layering (DESIGN.md): agents/ knows nothing of envs/.
+
+The agents, the return math and the losses import without Ray (they run in learners and runners
+alike, and in notebooks).
+"""
 
 import subprocess
 import sys
@@ -12,11 +15,13 @@ import sys
 sys.modules["ray"] = None  # importing ray now raises ImportError
 import agents.agent, agents.cores, agents.heads, agents.torsos, agents.layers
 import learners.returns, learners.terms, learners.impala, learners.ppo, learners.optim
-print(sorted({m.split('.')[0] for m, mod in sys.modules.items() if mod is not None and m.split('.')[0] in ('envs', 'ray', 'scripts')}))
+print(sorted({m.split('.')[0] for m, mod in sys.modules.items() if mod is not None \
+and m.split('.')[0] in ('envs', 'ray', 'scripts')}))
 """
 
 
 def test_agents_and_losses_import_without_ray_or_envs():
-    out = subprocess.run([sys.executable, "-c", PROBE], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    out = subprocess.run([sys.executable, "-c", PROBE], cwd=ROOT, capture_output=True, text=True,
+                         timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "[]", f"agents/losses pulled in {out.stdout.strip()}"

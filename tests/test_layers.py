@@ -1,6 +1,9 @@
-"""Reference tests for agents/layers: each layer against its paper's formula written
-naively, analytic special cases (exact sums and products), and the training helpers
-(clamping, regulariser, schedule). Ends with smoke runs of the two paper scripts."""
+"""Reference tests for agents/layers.
+
+Each layer against its paper's formula written naively, analytic special cases (exact sums and
+products), and the training helpers (clamping, regulariser, schedule). Ends with smoke runs of the
+two paper scripts.
+"""
 
 import math
 
@@ -36,7 +39,8 @@ def _randomise(module, seed=0):
 
 
 def _mi(form, rank, x_dim=5, z_dim=4):
-    return _randomise(MultiplicativeInteraction(x_dim, z_dim, OUT.get(form, 3), form=form, rank=rank).to(DT))
+    return _randomise(MultiplicativeInteraction(x_dim, z_dim, OUT.get(form, 3), form=form,
+                                                rank=rank).to(DT))
 
 
 def _mi_reference(mi, x, z):
@@ -57,8 +61,10 @@ def test_mi_equals_bilinear_formula(form, rank):
 
 
 def test_mi_diagonal_form_is_the_papers_gate_on_x():
-    """Section 2, "Diagonal forms": W'(z) = z^T W + V restricted to diag(a(z)), applied to x:
-    f_k = (sum_i z_i D_ik + v_k) x_k + sum_i U_ki z_i + b_k, written out with loops."""
+    """Section 2, "Diagonal forms": W'(z) = z^T W + V restricted to diag(a(z)), applied to x.
+
+    f_k = (sum_i z_i D_ik + v_k) x_k + sum_i U_ki z_i + b_k, written out with loops.
+    """
     mi = _mi("diagonal", None)
     x, z = torch.randn(3, 5, dtype=DT), torch.randn(3, 4, dtype=DT)
     D, v, U, b = mi.D, mi.v, mi.z_proj.weight, mi.bias
@@ -76,11 +82,14 @@ def test_mi_diagonal_form_is_the_papers_gate_on_x():
 
 @pytest.mark.parametrize("form,rank", FORMS)
 def test_mi_hypernetwork_init_is_appendix_b(form, rank):
-    """Appendix B: W = Linear(out * in)(z), b' = Linear(out)(z): Sonnet-initialised weights
-    (truncated normal, std 1/sqrt(fan in)) and zero biases, so the interaction starts non-zero."""
+    """Appendix B: W = Linear(out * in)(z), b' = Linear(out)(z).
+
+    Sonnet-initialised weights (truncated normal, std 1/sqrt(fan in)) and zero biases, so the
+    interaction starts non-zero.
+    """
     torch.manual_seed(0)
-    mi = MultiplicativeInteraction(64, 32, 64 if form == "diagonal" else 48, form=form, rank=8 if rank else None,
-                                   init="hypernetwork")
+    mi = MultiplicativeInteraction(64, 32, 64 if form == "diagonal" else 48, form=form,
+                                   rank=8 if rank else None, init="hypernetwork")
     interaction = {"full": mi.W if form == "full" else None, "diagonal": getattr(mi, "D", None),
                    "output_scale": getattr(mi, "S", None), "low_rank": getattr(mi, "R", None)}[form]
     fan_in = 8 if form == "low_rank" else 32
@@ -109,17 +118,21 @@ def test_mi_is_affine_in_each_argument(form, rank):
     x1, x2 = torch.randn(6, 5, dtype=DT), torch.randn(6, 5, dtype=DT)
     z1, z2 = torch.randn(6, 4, dtype=DT), torch.randn(6, 4, dtype=DT)
     for a in (0.3, -1.7, 2.5):
-        torch.testing.assert_close(mi(a * x1 + (1 - a) * x2, z1), a * mi(x1, z1) + (1 - a) * mi(x2, z1))
-        torch.testing.assert_close(mi(x1, a * z1 + (1 - a) * z2), a * mi(x1, z1) + (1 - a) * mi(x1, z2))
+        torch.testing.assert_close(mi(a * x1 + (1 - a) * x2, z1),
+                                   a * mi(x1, z1) + (1 - a) * mi(x2, z1))
+        torch.testing.assert_close(mi(x1, a * z1 + (1 - a) * z2),
+                                   a * mi(x1, z1) + (1 - a) * mi(x1, z2))
     # ... but not jointly: the interaction term is bilinear.
-    assert not torch.allclose(mi(2 * x1, 2 * z1) - mi(x1 * 0, z1 * 0), 2 * (mi(x1, z1) - mi(x1 * 0, z1 * 0)))
+    assert not torch.allclose(mi(2 * x1, 2 * z1) - mi(x1 * 0, z1 * 0),
+                              2 * (mi(x1, z1) - mi(x1 * 0, z1 * 0)))
 
 
 @pytest.mark.parametrize("form,rank", FORMS)
 def test_mi_starts_as_linear_layer(form, rank):
     mi = MultiplicativeInteraction(5, 4, OUT.get(form, 3), form=form, rank=rank)
     x, z = torch.randn(8, 5), torch.randn(8, 4)
-    expected = x @ mi.linear_weight().t() + mi.bias_vector() + mi.z_proj(z)  # diagonal: V = I, so x + U z + b
+    # diagonal: V = I, so x + U z + b
+    expected = x @ mi.linear_weight().t() + mi.bias_vector() + mi.z_proj(z)
     torch.testing.assert_close(mi(x, z), expected)
     # ... and the interaction still receives a gradient at the first step.
     mi(x, z).pow(2).sum().backward()
@@ -169,13 +182,17 @@ def test_nmu_matches_eq13_for_soft_weights():
     nmu = NMU(5, 2).to(DT)
     x = torch.randn(4, 5, dtype=DT)
     W = nmu.weight.detach()
-    expected = torch.stack([torch.stack([math.prod(W[o, i] * x[n, i] + 1 - W[o, i] for i in range(5))
+    expected = torch.stack([torch.stack([math.prod(W[o, i] * x[n, i] + 1 - W[o, i]
+                                                   for i in range(5))
                                          for o in range(2)]) for n in range(4)])
     torch.testing.assert_close(nmu(x), expected)
 
 
 def test_nau_nmu_solve_the_paper_function():
-    """Section 1.1: t = (x1 + x2)(x1 + x2 + x3 + x4) with NAU [[1,1,0,0],[1,1,1,1]] then NMU [1,1]."""
+    """Section 1.1: t = (x1 + x2)(x1 + x2 + x3 + x4) with an NAU then an NMU.
+
+    The NAU's weights are [[1,1,0,0],[1,1,1,1]], the NMU's [1,1].
+    """
     nau, nmu = NAU(4, 2), NMU(2, 1)
     with torch.no_grad():
         nau.weight.copy_(torch.tensor([[1.0, 1, 0, 0], [1, 1, 1, 1]]))
@@ -254,14 +271,16 @@ def test_stacked_weights_run_an_ensemble(cls):
         for name, _ in stacked.named_parameters():
             module, _, leaf = name.rpartition(".")
             value = torch.stack([m.get_parameter(name) for m in layers])
-            setattr(stacked.get_submodule(module) if module else stacked, leaf, torch.nn.Parameter(value))
+            setattr(stacked.get_submodule(module) if module else stacked, leaf,
+                    torch.nn.Parameter(value))
     x = torch.rand(2, 5, 4) + 0.5
     out = stacked(x)
     assert out.shape == (2, 5, 3)
     for s in range(2):
         torch.testing.assert_close(out[s], layers[s](x[s]))
     if hasattr(stacked, "regularizer"):
-        torch.testing.assert_close(stacked.regularizer(), torch.stack([m.regularizer() for m in layers]))
+        torch.testing.assert_close(stacked.regularizer(),
+                                   torch.stack([m.regularizer() for m in layers]))
 
 
 # --- NAC / NALU -------------------------------------------------------------------------
@@ -348,11 +367,12 @@ def test_toy_multitask_smoke(capsys):
 def test_arithmetic_smoke(capsys):
     from scripts import arithmetic
 
-    arithmetic.main(["--seeds", "3", "--iterations", "200", "--eval-every", "100", "--eval-size", "500"])
+    arithmetic.main(["--seeds", "3", "--iterations", "200", "--eval-every", "100",
+                     "--eval-size", "500"])
     out = capsys.readouterr().out
     for name in ("NMU", "NALU", "NAC•"):
         assert f"| {name} |" in out
     # The sparsity regulariser's ramp (eq. 15) inside the run: its loss term is exercised too.
-    results = arithmetic.main(["--seeds", "2", "--iterations", "200", "--eval-every", "100", "--eval-size", "200",
-                               "--lambda-start", "50", "--lambda-end", "150"])
+    results = arithmetic.main(["--seeds", "2", "--iterations", "200", "--eval-every", "100",
+                               "--eval-size", "200", "--lambda-start", "50", "--lambda-end", "150"])
     assert all(math.isfinite(x) for r in results.values() for x in r["sparsity"])

@@ -17,7 +17,8 @@ def test_ppo_lstm_learns_the_quick_start_level(tmp_path):
     # measured at 24k frames with the preset's target_kl: 0.943, 0.927, 0.946, 0.953, 0.949
     # (without it, on the same code, seed 0 solved the level and then collapsed to 0.193).
     cfg = load_config(ROOT / "configs/ppo_minigrid.yaml", [
-        f"run.dir={tmp_path / 'ppo'}", "run.total_frames=24000", "runtime.num_runners=0", "runtime.envs_per_runner=16",
+        f"run.dir={tmp_path / 'ppo'}", "run.total_frames=24000", "runtime.num_runners=0",
+        "runtime.envs_per_runner=16",
     ])
     summary = Trainer(cfg, RunDir.create(cfg, None), quiet=True).train()
     assert summary["episode_return_mean"] >= 0.8, summary
@@ -25,6 +26,7 @@ def test_ppo_lstm_learns_the_quick_start_level(tmp_path):
 
 @pytest.mark.ray
 def test_impala_lstm_learns_the_quick_start_level(tmp_path, ray_local):
-    cfg = load_config(ROOT / "configs/impala_minigrid.yaml", [f"run.dir={tmp_path / 'impala'}", "run.total_frames=160000"])
+    cfg = load_config(ROOT / "configs/impala_minigrid.yaml",
+                      [f"run.dir={tmp_path / 'impala'}", "run.total_frames=160000"])
     summary = Trainer(cfg, RunDir.create(cfg, None), quiet=True).train()
     assert summary["episode_return_mean"] >= 0.8, summary

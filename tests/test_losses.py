@@ -45,7 +45,8 @@ def test_loss_equals_hand_computation():
     a = batch["action"][:T].unsqueeze(-1)
     pi_a, mu_a = logp.gather(-1, a).squeeze(-1), blogp.gather(-1, a).squeeze(-1)
     disc = 0.9 * (~batch["terminated"][:T]).float()
-    vt = vtrace((pi_a - mu_a).detach(), disc, batch["reward"][:T], out.value[:T].detach(), out.value[T].detach())
+    vt = vtrace((pi_a - mu_a).detach(), disc, batch["reward"][:T], out.value[:T].detach(),
+                out.value[T].detach())
     pg = -(pi_a * vt.pg_advantages).sum()
     base = 0.5 * ((vt.vs - out.value[:T]) ** 2).sum()
     ent = (logp.exp() * logp).sum()
@@ -57,26 +58,33 @@ def test_mean_reduction_is_the_sum_over_the_real_steps():
     batch, out = batch_and_output()
     batch["mask"] = torch.ones(6, 4)
     batch["mask"][:, 3] = 0.0  # one padding column: 5 x 3 = 15 real steps
-    summed = impala_loss(out, Batch.from_dict(batch), LearnerConfig(reward_clip="none", loss_reduction="sum"))
-    mean = impala_loss(out, Batch.from_dict(batch), LearnerConfig(reward_clip="none", loss_reduction="mean"))
+    summed = impala_loss(out, Batch.from_dict(batch),
+                         LearnerConfig(reward_clip="none", loss_reduction="sum"))
+    mean = impala_loss(out, Batch.from_dict(batch),
+                       LearnerConfig(reward_clip="none", loss_reduction="mean"))
     torch.testing.assert_close(mean.loss, summed.loss / 15)
     for k in ("policy_loss", "value_loss"):
         torch.testing.assert_close(mean.metrics[k], summed.metrics[k] / 15)
 
 
 def test_fixed_targets_are_the_per_step_targets_at_the_first_step():
-    """``learner.fixed_targets``: a batch carrying V-trace from the same weights gives the
-    loss and gradient of recomputing it (what differs is only the later steps of an update)."""
+    """``learner.fixed_targets`` at an update's first step is the per-step V-trace.
+
+    A batch carrying V-trace from the same weights gives the loss and gradient of recomputing it
+    (what differs is only the later steps of an update).
+    """
     from learners.impala import log_probs, vtrace_targets
 
-    cfg = LearnerConfig(reward_clip="none", normalize_advantages=True, surrogate_clip=0.2, loss_reduction="mean")
+    cfg = LearnerConfig(reward_clip="none", normalize_advantages=True, surrogate_clip=0.2,
+                        loss_reduction="mean")
     batch, out = batch_and_output()
     b = Batch.from_dict(batch)
     per_step = impala_loss(out, b, cfg)
     grads = torch.autograd.grad(per_step.loss, [out.logits, out.value])
     with torch.no_grad():
         returns, vs, pg_adv = vtrace_targets(out, b, cfg, log_probs(out, b)[2])
-    fixed = impala_loss(out, b.replace(advantages=pg_adv, returns=vs, value_targets=returns.vs), cfg)
+    fixed = impala_loss(out, b.replace(advantages=pg_adv, returns=vs, value_targets=returns.vs),
+                        cfg)
     torch.testing.assert_close(fixed.loss, per_step.loss)
     for g, h in zip(grads, torch.autograd.grad(fixed.loss, [out.logits, out.value])):
         torch.testing.assert_close(g, h)
@@ -124,16 +132,20 @@ def test_normalized_advantages_option_scales_only_the_policy_term():
     pi_a = logp.gather(-1, a).squeeze(-1)
     mu_a = torch.log_softmax(batch["behaviour_logits"][:T], -1).gather(-1, a).squeeze(-1)
     disc = 0.9 * (~batch["terminated"][:T]).float()
-    adv = vtrace((pi_a - mu_a).detach(), disc, batch["reward"][:T], out.value[:T].detach(), out.value[T].detach()).pg_advantages
+    adv = vtrace((pi_a - mu_a).detach(), disc, batch["reward"][:T], out.value[:T].detach(),
+                 out.value[T].detach()).pg_advantages
     adv = (adv - adv.mean()) / adv.std(unbiased=False)
-    torch.testing.assert_close(normed["policy_loss"], -(pi_a * adv).sum().detach(), rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(normed["policy_loss"], -(pi_a * adv).sum().detach(),
+                               rtol=1e-5, atol=1e-5)
     for k in ("value_loss", "entropy"):
         torch.testing.assert_close(normed[k], plain[k])
 
 
 def test_impala_minibatches_are_the_papers_step_on_each_group_of_unrolls(small_cfg):
-    """learner.minibatches: n = one ordinary IMPALA step on each of n random groups of
-    whole unrolls, in the order the update's generator draws them."""
+    """learner.minibatches: n = one ordinary IMPALA step on each of n random groups of unrolls.
+
+    The groups are whole unrolls, in the order the update's generator draws them.
+    """
     from envs.runner import EnvRunner
     from learners.learner import Learner
 
@@ -157,13 +169,17 @@ def test_impala_minibatches_are_the_papers_step_on_each_group_of_unrolls(small_c
 
 
 def test_fixed_targets_keep_the_first_steps_vtrace_through_the_update(small_cfg):
-    """learner.fixed_targets: every step of a 2 x 2 update uses V-trace from the weights
-    the update started with (the same steps taken by hand with those targets)."""
+    """learner.fixed_targets: every step of a 2 x 2 update uses the first step's V-trace.
+
+    That is V-trace from the weights the update started with (the same steps taken by hand with
+    those targets).
+    """
     from envs.runner import EnvRunner
     from learners.impala import log_probs, vtrace_targets
     from learners.learner import Learner
 
-    over = {"learner.minibatches": 2, "learner.epochs": 2, "learner.unroll_length": 6, "learner.surrogate_clip": 0.2}
+    over = {"learner.minibatches": 2, "learner.epochs": 2, "learner.unroll_length": 6,
+            "learner.surrogate_clip": 0.2}
     cfg = small_cfg(**over, **{"learner.fixed_targets": "true"})
     runner = EnvRunner(cfg.env, cfg.agent, envs_per_runner=4, unroll_length=6)
     fixed = Learner(cfg, runner.spec())
@@ -175,12 +191,14 @@ def test_fixed_targets_keep_the_first_steps_vtrace_through_the_update(small_cfg)
     with torch.no_grad():
         out = manual.forward(batch, state)
         returns, vs, pg_adv = vtrace_targets(out, batch, manual.lcfg, log_probs(out, batch)[2])
-    batch = batch.replace(advantages=pg_adv, returns=vs, old_values=out.value[:6], value_targets=returns.vs)
+    batch = batch.replace(advantages=pg_adv, returns=vs, old_values=out.value[:6],
+                          value_targets=returns.vs)
     generator = torch.Generator().manual_seed(cfg.run.seed * 7 + 0)
     for _ in range(2):
         for idx in torch.randperm(4, generator=generator).chunk(2):
             mb = batch.map(lambda v, idx=idx: v[:, idx])
-            manual.step(impala_loss(manual.forward(mb, tuple(s[idx] for s in state)), mb, manual.lcfg).loss)
+            manual.step(impala_loss(manual.forward(mb, tuple(s[idx] for s in state)), mb,
+                                    manual.lcfg).loss)
     fixed.update(traj)
     for k, v in fixed.agent.state_dict().items():
         torch.testing.assert_close(v, manual.agent.state_dict()[k], msg=k)
@@ -190,21 +208,27 @@ def test_learner_step_counts_default_by_algorithm(small_cfg):
     from learners.config import ConfigError
 
     impala, ppo = small_cfg(), small_cfg(**{"learner.name": "ppo", "learner.minibatches": 2})
-    assert (impala.learner.epochs, impala.learner.minibatches, impala.learner.normalize_advantages) == (1, 1, False)
-    assert (ppo.learner.epochs, ppo.learner.minibatches, ppo.learner.normalize_advantages) == (4, 2, True)
+    assert (impala.learner.epochs, impala.learner.minibatches,
+            impala.learner.normalize_advantages) == (1, 1, False)
+    assert (ppo.learner.epochs, ppo.learner.minibatches,
+            ppo.learner.normalize_advantages) == (4, 2, True)
     assert (impala.learner.lock_step, ppo.learner.lock_step) == (False, True)
     assert (impala.learner.loss_reduction, ppo.learner.loss_reduction) == ("sum", "mean")
     with pytest.raises(ConfigError, match="learner.minibatches=3"):
         small_cfg(**{"learner.minibatches": 3})
     with pytest.raises(ConfigError, match="learner.lock_step must be true"):
         small_cfg(**{"learner.name": "ppo", "learner.minibatches": 2, "learner.lock_step": "false"})
-    with pytest.raises(ConfigError, match="learner.batch_size=4 must be runtime.num_runners x runtime.envs_per_runner = 8"):
+    with pytest.raises(ConfigError, match="learner.batch_size=4 must be runtime.num_runners x "
+                                          "runtime.envs_per_runner = 8"):
         small_cfg(**{"runtime.num_runners": 2, "learner.lock_step": "true"})
 
 
 def test_old_run_directories_keep_impala_at_one_step_per_batch(small_cfg, tmp_path):
-    """Run directories from before config_format 2 saved PPO's epochs/minibatches (4, 4) in
-    IMPALA configs, which IMPALA ignored then; loading them must not turn them on."""
+    """Old run directories keep IMPALA at one step per batch.
+
+    Run directories from before config_format 2 saved PPO's epochs/minibatches (4, 4) in IMPALA
+    configs, which IMPALA ignored then; loading them must not turn them on.
+    """
     import json
 
     from learners.config import save_config
@@ -222,8 +246,11 @@ def test_old_run_directories_keep_impala_at_one_step_per_batch(small_cfg, tmp_pa
 
 
 def test_old_run_directories_keep_impala_without_the_value_clip(small_cfg, tmp_path):
-    """Formats 1-2 saved PPO's clip_value: true in IMPALA configs too, which IMPALA ignored;
-    from format 3 it reads it (with fixed targets), so older directories load it as false."""
+    """Old run directories keep IMPALA without the value clip.
+
+    Formats 1-2 saved PPO's clip_value: true in IMPALA configs too, which IMPALA ignored; from
+    format 3 it reads it (with fixed targets), so older directories load it as false.
+    """
     import json
 
     from learners.config import save_config
@@ -239,30 +266,36 @@ def test_old_run_directories_keep_impala_without_the_value_clip(small_cfg, tmp_p
 
 
 def test_surrogate_clip_is_the_papers_gradient_on_policy_and_clips_off_policy():
-    """On-policy (pi = mu) the clipped surrogate's gradient is the V-trace policy gradient's;
-    a ratio outside [1 - eps, 1 + eps] in the advantage's direction gets no gradient."""
+    """On-policy (pi = mu) the clipped surrogate's gradient is the V-trace policy gradient's.
+
+    A ratio outside [1 - eps, 1 + eps] in the advantage's direction gets no gradient.
+    """
     batch, out = batch_and_output()
     batch["behaviour_logits"] = out.logits.detach().clone()
     grads = []
     for clip in (0.0, 0.2):
         logits = out.logits.detach().clone().requires_grad_(True)
         loss = impala_loss(AgentOutput(logits, out.value), Batch.from_dict(batch),
-                           LearnerConfig(reward_clip="none", surrogate_clip=clip, entropy_cost=0.0, baseline_cost=0.0)).loss
+                           LearnerConfig(reward_clip="none", surrogate_clip=clip, entropy_cost=0.0,
+                                         baseline_cost=0.0)).loss
         grads.append(torch.autograd.grad(loss, logits)[0])
     torch.testing.assert_close(grads[0], grads[1])
 
-    far = dict(batch, behaviour_logits=batch["behaviour_logits"] - 5.0 * torch.nn.functional.one_hot(
-        batch["action"].long(), out.logits.shape[-1]))  # every taken action 1/e^5 as likely under mu
+    # every taken action 1/e^5 as likely under mu
+    far = dict(batch, behaviour_logits=batch["behaviour_logits"]
+               - 5.0 * torch.nn.functional.one_hot(batch["action"].long(), out.logits.shape[-1]))
     logits = out.logits.detach().clone().requires_grad_(True)
-    cfg = LearnerConfig(reward_clip="none", surrogate_clip=0.2, entropy_cost=0.0, baseline_cost=0.0, clip_rho_threshold=None,
-                        clip_pg_rho_threshold=1.0)
+    cfg = LearnerConfig(reward_clip="none", surrogate_clip=0.2, entropy_cost=0.0, baseline_cost=0.0,
+                        clip_rho_threshold=None, clip_pg_rho_threshold=1.0)
     loss = impala_loss(AgentOutput(logits, out.value), Batch.from_dict(far), cfg).loss
     grad = torch.autograd.grad(loss, logits)[0]
     T = batch["action"].shape[0] - 1
     b = Batch.from_dict(far)
     rewards, discounts = step_targets(b, cfg.gamma, "none")
-    log_rhos = action_log_probs(out.logits[:T], b.action[:T]) - action_log_probs(b.behaviour_logits[:T], b.action[:T])
-    adv = vtrace(log_rhos, discounts, rewards, out.value[:T].detach(), out.value[T].detach(), clip_rho_threshold=None,
+    log_rhos = (action_log_probs(out.logits[:T], b.action[:T])
+                - action_log_probs(b.behaviour_logits[:T], b.action[:T]))
+    adv = vtrace(log_rhos, discounts, rewards, out.value[:T].detach(), out.value[T].detach(),
+                 clip_rho_threshold=None,
                  clip_pg_rho_threshold=None).pg_advantages / log_rhos.exp()
     per_step = grad[:T].abs().sum(-1)
     assert (adv > 0).any() and (adv < 0).any()
@@ -271,20 +304,24 @@ def test_surrogate_clip_is_the_papers_gradient_on_policy_and_clips_off_policy():
 
 @pytest.mark.parametrize("core", ["lstm", "feedforward"])
 def test_fixed_target_options_equal_the_whole_unroll_update_at_one_step(small_cfg, core):
-    """learner.recurrence and learner.clip_value with fixed targets, at an update's first
-    step: the batch cut into chunks (each restarted from the runner's core state there) with
-    the value clip on has the loss of whole unrolls without them (the clip is centred on the
-    values themselves, a mean over chunks is the mean over the batch). For a memoryless core
-    the step is the same too; a recurrent core's gradient stops at the chunk starts."""
+    """learner.recurrence and learner.clip_value with fixed targets, at an update's first step.
+
+    The batch cut into chunks (each restarted from the runner's core state there) with the value
+    clip on has the loss of whole unrolls without them (the clip is centred on the values
+    themselves, a mean over chunks is the mean over the batch). For a memoryless core the step is
+    the same too; a recurrent core's gradient stops at the chunk starts.
+    """
     from envs.runner import EnvRunner
     from learners.learner import Learner
 
-    over = {"learner.unroll_length": 8, "learner.fixed_targets": "true", "learner.loss_reduction": "mean",
-            "learner.normalize_advantages": "true", "learner.surrogate_clip": 0.2, "agent.core": core}
+    over = {"learner.unroll_length": 8, "learner.fixed_targets": "true",
+            "learner.loss_reduction": "mean", "learner.normalize_advantages": "true",
+            "learner.surrogate_clip": 0.2, "agent.core": core}
     if core == "feedforward":
         over["agent.core_options"] = "{}"
     chunked_cfg = small_cfg(**over, **{"learner.recurrence": 4, "learner.clip_value": "true"})
-    runner = EnvRunner(chunked_cfg.env, chunked_cfg.agent, envs_per_runner=4, unroll_length=8, state_every=4)
+    runner = EnvRunner(chunked_cfg.env, chunked_cfg.agent, envs_per_runner=4, unroll_length=8,
+                       state_every=4)
     chunked = Learner(chunked_cfg, runner.spec())
     whole = Learner(small_cfg(**over), runner.spec())
     whole.agent.load_state_dict(chunked.agent.state_dict())
@@ -306,12 +343,14 @@ def test_impala_value_clip_around_the_updates_starting_values():
     returns = torch.randn(T, b.reset.shape[1])
     old = out.value.detach()[:T] - 1.0  # the values have moved by 1 since the update's start
     cfg = LearnerConfig(reward_clip="none", clip_value=True, clip_eps=0.2, loss_reduction="mean")
-    fixed = b.replace(advantages=torch.zeros_like(returns), returns=returns, old_values=old, value_targets=returns)
+    fixed = b.replace(advantages=torch.zeros_like(returns), returns=returns, old_values=old,
+                      value_targets=returns)
     got = impala_loss(out, fixed, cfg).metrics["value_loss"]
     v = out.value.detach()[:T]
     expected = 0.5 * torch.max((v - returns) ** 2, (old + 0.2 - returns) ** 2).mean()
     torch.testing.assert_close(got, expected)
-    plain = impala_loss(out, fixed, LearnerConfig(reward_clip="none", loss_reduction="mean")).metrics["value_loss"]
+    plain = impala_loss(out, fixed, LearnerConfig(reward_clip="none",
+                                                  loss_reduction="mean")).metrics["value_loss"]
     torch.testing.assert_close(plain, 0.5 * ((v - returns) ** 2).mean())
 
 
@@ -322,4 +361,5 @@ def test_impala_chunk_and_clip_options_need_fixed_targets(small_cfg):
         with pytest.raises(ConfigError, match=f"{key} needs targets fixed"):
             small_cfg(**{"learner.unroll_length": 8, key: value})
     with pytest.raises(ConfigError, match="learner.recurrence=3 must be 0"):
-        small_cfg(**{"learner.unroll_length": 8, "learner.fixed_targets": "true", "learner.recurrence": 3})
+        small_cfg(**{"learner.unroll_length": 8, "learner.fixed_targets": "true",
+                     "learner.recurrence": 3})

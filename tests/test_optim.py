@@ -1,5 +1,8 @@
-"""RMSpropTF against TF1's RMSPropOptimizer update written out naively, and how it differs
-from torch.optim.RMSprop with the same numbers (why the IMPALA Atari preset names it)."""
+"""RMSpropTF against TF1's RMSPropOptimizer update written out naively.
+
+Also how it differs from torch.optim.RMSprop with the same numbers (why the IMPALA Atari preset
+names it).
+"""
 
 import copy
 import math
@@ -27,22 +30,26 @@ def tf1_rmsprop(w, grads, lr, rho, eps, momentum):
 def test_matches_tf1_formula(momentum):
     g = torch.Generator().manual_seed(0)
     w0 = torch.randn(5, generator=g, dtype=torch.float64)
-    grads = [torch.randn(5, generator=g, dtype=torch.float64) * 10 ** float(k % 4 - 3) for k in range(12)]
+    grads = [torch.randn(5, generator=g, dtype=torch.float64) * 10 ** float(k % 4 - 3)
+             for k in range(12)]
     p = torch.nn.Parameter(w0.clone())
     opt = RMSpropTF([p], lr=6e-4, alpha=0.99, eps=0.01, momentum=momentum)
     for grad in grads:
         p.grad = grad.clone()
         opt.step()
     ref = tf1_rmsprop(w0.tolist(), [x.tolist() for x in grads], 6e-4, 0.99, 0.01, momentum)
-    torch.testing.assert_close(p.detach(), torch.tensor(ref, dtype=torch.float64), rtol=1e-12, atol=1e-15)
+    torch.testing.assert_close(p.detach(), torch.tensor(ref, dtype=torch.float64),
+                               rtol=1e-12, atol=1e-15)
 
 
 def test_small_gradients_take_smaller_steps_than_torch_rmsprop():
     # The paper's eps = 0.01 inside the sqrt bounds the denominator below by 0.1; PyTorch's
     # sqrt(ms) + eps only by 0.01, and PyTorch's ms starts at 0. For a gradient of 1e-3 (the
-    # size of the shallow torso's on a Pong batch) the first TF step is ~lr * 1e-3, PyTorch's ~lr * 0.09.
+    # size of the shallow torso's on a Pong batch) the first TF step is ~lr * 1e-3, PyTorch's
+    # ~lr * 0.09.
     a, b = torch.nn.Parameter(torch.zeros(1)), torch.nn.Parameter(torch.zeros(1))
-    tf, pt = RMSpropTF([a], lr=1.0, eps=0.01), torch.optim.RMSprop([b], lr=1.0, alpha=0.99, eps=0.01)
+    tf, pt = (RMSpropTF([a], lr=1.0, eps=0.01),
+              torch.optim.RMSprop([b], lr=1.0, alpha=0.99, eps=0.01))
     a.grad, b.grad = torch.full((1,), 1e-3), torch.full((1,), 1e-3)
     tf.step(), pt.step()
     assert abs(a.item()) == pytest.approx(1e-3 / math.sqrt(0.99 + 0.01e-6 + 0.01), rel=1e-6)
@@ -65,7 +72,8 @@ def test_state_round_trips_through_state_dict():
         opt.step()
     q = torch.nn.Parameter(p.detach().clone())
     opt2 = RMSpropTF([q], lr=0.1, momentum=0.9)
-    opt2.load_state_dict(copy.deepcopy(opt.state_dict()))  # as a checkpoint would: no shared tensors
+    # as a checkpoint would: no shared tensors
+    opt2.load_state_dict(copy.deepcopy(opt.state_dict()))
     for key in ("square_avg", "momentum_buffer"):
         torch.testing.assert_close(opt2.state[q][key], opt.state[p][key])
     assert float(opt.state[p]["square_avg"][0]) != 1.0  # the state moved away from a fresh one

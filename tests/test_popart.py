@@ -19,14 +19,16 @@ def inputs(T=4, B=6):
         "pixels": torch.randint(0, 256, (T, B, *OBS["pixels"]), generator=g, dtype=torch.uint8),
         "instruction": torch.randint(0, 1024, (T, B, 32), generator=g),
         "last_action": torch.zeros(T, B, dtype=torch.long), "last_reward": torch.zeros(T, B),
-        "reset": torch.zeros(T, B, dtype=torch.bool), "task_id": torch.arange(B).remainder(TASKS).expand(T, B),
+        "reset": torch.zeros(T, B, dtype=torch.bool),
+        "task_id": torch.arange(B).remainder(TASKS).expand(T, B),
     }
 
 
 @pytest.mark.parametrize("head", HEADS.names())
 def test_outputs_preserved_across_a_statistics_update(head):
     torch.manual_seed(0)
-    agent = Agent(AgentConfig(head=head, core_options={"hidden_size": 16}, torso_options={"hidden_size": 16}), OBS, 5, TASKS,
+    agent = Agent(AgentConfig(head=head, core_options={"hidden_size": 16},
+                              torso_options={"hidden_size": 16}), OBS, 5, TASKS,
                   {"instruction": 1024}, popart=True)
     agent.eval().double()  # float64: the check is of the algebra, not of float32 rounding
     popart = PopArt(agent.value_output, TASKS, beta=0.5).double()
@@ -35,7 +37,8 @@ def test_outputs_preserved_across_a_statistics_update(head):
         out, _ = agent(x, tuple(s.double() for s in agent.initial_state(6)))
         before = popart.denormalize(out.value, x["task_id"])
         # Targets on wildly different scales per task.
-        targets = torch.tensor([1.0, 100.0, -1000.0], dtype=torch.float64)[x["task_id"]] * (1 + torch.rand(4, 6, dtype=torch.float64))
+        targets = (torch.tensor([1.0, 100.0, -1000.0], dtype=torch.float64)[x["task_id"]]
+                   * (1 + torch.rand(4, 6, dtype=torch.float64)))
         popart.update_stats(targets.reshape(-1), x["task_id"].reshape(-1))
         out2, _ = agent(x, tuple(s.double() for s in agent.initial_state(6)))
         after = popart.denormalize(out2.value, x["task_id"])
@@ -65,7 +68,8 @@ def test_training_with_popart(small_cfg, learner):
     from learners.trainer import Trainer
 
     cfg = small_cfg(**{"learner.popart": "true", "learner.name": learner, "learner.minibatches": 2,
-                       "env.levels": "[MiniGrid-Empty-5x5-v0, BabyAI-GoToRedBall-v0]", "learner.popart_beta": 0.1})
+                       "env.levels": "[MiniGrid-Empty-5x5-v0, BabyAI-GoToRedBall-v0]",
+                       "learner.popart_beta": 0.1})
     summary = Trainer(cfg, RunDir.create(cfg, None), quiet=True).train()
     m = summary["final_metrics"]
     assert "popart_sigma/0" in m and "popart_sigma/1" in m
@@ -73,15 +77,19 @@ def test_training_with_popart(small_cfg, learner):
 
 
 def test_configs_saved_with_the_old_agent_popart_key_still_load(tmp_path):
-    """Every config.yaml and checkpoint written before the flag had one owner carries
-    ``agent.popart`` (a copy of ``learner.popart``): it loads, meaning ``learner.popart``."""
+    """Configs and checkpoints saved with the old ``agent.popart`` key still load.
+
+    Every config.yaml and checkpoint written before the flag had one owner carries ``agent.popart``
+    (a copy of ``learner.popart``): it loads, meaning ``learner.popart``.
+    """
     import yaml
 
     from learners.config import load_config
 
     for old, expected in ((True, True), (False, False)):
         path = tmp_path / f"old_{old}.yaml"
-        path.write_text(yaml.safe_dump({"agent": {"core": "lstm", "popart": old}, "learner": {"name": "impala"}}))
+        path.write_text(yaml.safe_dump({"agent": {"core": "lstm", "popart": old},
+                                        "learner": {"name": "impala"}}))
         cfg = load_config(path, ["runtime.num_runners=0"])
         assert cfg.learner.popart is expected and not hasattr(cfg.agent, "popart")
 
@@ -96,8 +104,11 @@ def popart_with_stats():
 
 
 def test_impala_loss_runs_vtrace_on_returns_and_regresses_normalised_targets():
-    """Hessel et al. section 3: V-trace on de-normalised values; the value loss on
-    normalised targets; policy-gradient advantages divided by sigma."""
+    """Hessel et al. section 3: the IMPALA loss with PopArt.
+
+    V-trace on de-normalised values; the value loss on normalised targets; policy-gradient
+    advantages divided by sigma.
+    """
     from learners.config import LearnerConfig
     from learners.impala import impala_loss
     from learners.returns import vtrace
@@ -119,7 +130,8 @@ def test_impala_loss_runs_vtrace_on_returns_and_regresses_normalised_targets():
     log_rhos = logp - action_log_probs(batch["behaviour_logits"][:T], batch["action"][:T])
     discounts = cfg.gamma * (~batch["terminated"][:T]).float()
     ref = vtrace(log_rhos, discounts, batch["reward"][:T], raw[:T], raw[T])
-    torch.testing.assert_close(m["value_loss"], (0.5 * ((ref.vs - mu[:T]) / sigma[:T] - n[:T]) ** 2).sum())
+    torch.testing.assert_close(m["value_loss"],
+                               (0.5 * ((ref.vs - mu[:T]) / sigma[:T] - n[:T]) ** 2).sum())
     torch.testing.assert_close(m["policy_loss"], (-logp * ref.pg_advantages / sigma[:T]).sum())
     torch.testing.assert_close(targets, ref.vs)  # handed to PopArt.update at return scale
 

@@ -28,7 +28,8 @@ def test_ratio_one_gives_no_clipping_and_no_kl():
 
 def test_clipping_engages_outside_the_trust_region():
     batch, out = batch_and_output()
-    cfg = LearnerConfig(clip_eps=0.1, normalize_advantages=False, entropy_cost=0.0, baseline_cost=0.0)
+    cfg = LearnerConfig(clip_eps=0.1, normalize_advantages=False, entropy_cost=0.0,
+                        baseline_cost=0.0)
     # Push the taken actions' probability up a lot: ratio >> 1 + eps.
     bumped = out.logits.detach().clone()
     bumped.scatter_add_(-1, batch.action.unsqueeze(-1), torch.full_like(bumped[..., :1], 3.0))
@@ -52,7 +53,8 @@ def test_value_clipping():
     v = far.requires_grad_()
     _, m_clip = ppo_loss(AgentOutput(out.logits, v), batch, cfg)
     clipped = batch.old_values + 0.1
-    expected = 0.5 * torch.max((far[:T] - batch.returns) ** 2, (clipped - batch.returns) ** 2).mean()
+    expected = 0.5 * torch.max((far[:T] - batch.returns) ** 2,
+                               (clipped - batch.returns) ** 2).mean()
     torch.testing.assert_close(m_clip["value_loss"], expected)
     _, m_plain = ppo_loss(AgentOutput(out.logits, v), batch, LearnerConfig(clip_value=False))
     torch.testing.assert_close(m_plain["value_loss"], 0.5 * ((far[:T] - batch.returns) ** 2).mean())
@@ -62,7 +64,8 @@ def test_one_minibatch_one_epoch_equals_the_full_batch(small_cfg):
     """Recurrent minibatching re-runs whole sequences from their stored initial state."""
     from envs.runner import EnvRunner
 
-    cfg = small_cfg(**{"learner.name": "ppo", "learner.minibatches": 1, "learner.epochs": 1, "learner.unroll_length": 12})
+    cfg = small_cfg(**{"learner.name": "ppo", "learner.minibatches": 1, "learner.epochs": 1,
+                       "learner.unroll_length": 12})
     runner = EnvRunner(cfg.env, cfg.agent, envs_per_runner=4, unroll_length=12)
     runner.rollout()
     traj = runner.rollout()  # starts mid-episode: a non-zero initial state
@@ -83,11 +86,15 @@ def test_one_minibatch_one_epoch_equals_the_full_batch(small_cfg):
 
 @pytest.mark.parametrize("core", ["lstm", "rims", "mi_lstm", "alstm"])
 def test_minibatch_losses_add_up_to_the_full_batch_loss(small_cfg, core):
-    """Several minibatches of whole sequences, each re-run from its stored initial state: their
-    mean loss equals the full batch's (advantages not renormalised per minibatch)."""
+    """Several minibatches of whole sequences have the full batch's mean loss.
+
+    Each is re-run from its stored initial state; their mean loss equals the full batch's
+    (advantages not renormalised per minibatch).
+    """
     from envs.runner import EnvRunner
 
-    cfg = small_cfg(**{"learner.name": "ppo", "learner.minibatches": 4, "learner.normalize_advantages": "false",
+    cfg = small_cfg(**{"learner.name": "ppo", "learner.minibatches": 4,
+                       "learner.normalize_advantages": "false",
                        "agent.core": core, "agent.core_options": "{}", "learner.unroll_length": 6})
     runner = EnvRunner(cfg.env, cfg.agent, envs_per_runner=8, unroll_length=6)
     runner.rollout()
@@ -95,7 +102,8 @@ def test_minibatch_losses_add_up_to_the_full_batch_loss(small_cfg, core):
     batch, state = learner.to_batch([runner.rollout(learner.get_weights(), 0)])
     batch = add_advantages(batch, cfg.learner)
     full, _ = ppo_loss(learner.forward(batch, state), batch, cfg.learner)
-    parts = [ppo_loss(learner.forward(mb, mb_state), mb, cfg.learner)[0] for mb, mb_state in minibatches(batch, state, 4)]
+    parts = [ppo_loss(learner.forward(mb, mb_state), mb, cfg.learner)[0]
+             for mb, mb_state in minibatches(batch, state, 4)]
     torch.testing.assert_close(torch.stack(parts).mean(), full, atol=1e-5, rtol=1e-5)
 
 
@@ -118,8 +126,11 @@ def test_ppo_presets(preset):
 
 @pytest.mark.parametrize("core", ["lstm", "rims"])
 def test_lock_step_batches_are_on_policy_after_an_update(small_cfg, core):
-    """After an update the runner acts with the new weights on every row (row 0 included) and
-    the learner evaluates the policy in the runner's mode (no dropout): ratio 1, KL 0."""
+    """After an update, lock-step batches are on-policy: ratio 1, KL 0.
+
+    The runner acts with the new weights on every row (row 0 included) and the learner evaluates the
+    policy in the runner's mode (no dropout).
+    """
     from envs.runner import EnvRunner
 
     cfg = small_cfg(**{"learner.name": "ppo", "learner.minibatches": 2, "learner.unroll_length": 8,
@@ -127,7 +138,8 @@ def test_lock_step_batches_are_on_policy_after_an_update(small_cfg, core):
     runner = EnvRunner(cfg.env, cfg.agent, envs_per_runner=4, unroll_length=8)
     learner = Learner(cfg, runner.spec())
     learner.update(runner.rollout(learner.get_weights(), learner.version))
-    traj = runner.rollout(learner.get_weights(), learner.version)  # weights changed since row 0 was acted on
+    # weights changed since row 0 was acted on
+    traj = runner.rollout(learner.get_weights(), learner.version)
     batch, state = learner.to_batch([traj])
     with torch.no_grad():
         out = learner.forward(batch, state)
@@ -138,7 +150,8 @@ def test_lock_step_batches_are_on_policy_after_an_update(small_cfg, core):
 
 def test_clipping_below_the_trust_region_with_negative_advantages():
     batch, out = batch_and_output()
-    cfg = LearnerConfig(clip_eps=0.1, normalize_advantages=False, entropy_cost=0.0, baseline_cost=0.0)
+    cfg = LearnerConfig(clip_eps=0.1, normalize_advantages=False, entropy_cost=0.0,
+                        baseline_cost=0.0)
     # Push the taken actions' probability down a lot: ratio << 1 - eps.
     lowered = out.logits.detach().clone()
     lowered.scatter_add_(-1, batch.action.unsqueeze(-1), torch.full_like(lowered[..., :1], -3.0))
@@ -148,21 +161,27 @@ def test_clipping_below_the_trust_region_with_negative_advantages():
     loss.backward()
     T = batch.advantages.shape[0]
     neg = batch.advantages < 0
-    # Negative advantages with r < 1 - eps are clipped: no gradient from them; positive ones still push.
+    # Negative advantages with r < 1 - eps are clipped: no gradient from them; positive ones
+    # still push.
     assert logits.grad[:T][neg].abs().sum() == 0
     assert logits.grad[:T][~neg].abs().sum() > 0
 
 
 @pytest.mark.parametrize("core", ["lstm", "rims"])
 def test_chunked_sequences_give_the_whole_sequence_loss(small_cfg, core):
-    """learner.recurrence: (env, chunk) sequences re-run from the chunk-start states of one
-    no-grad pass reproduce the whole-unroll outputs, so minibatches of chunks add up to the
-    full batch's loss; and the chunks are laid out chunk-major with the right rows."""
+    """learner.recurrence: chunked sequences reproduce the whole-unroll outputs and loss.
+
+    (env, chunk) sequences re-run from the chunk-start states of one no-grad pass reproduce the
+    whole-unroll outputs, so minibatches of chunks add up to the full batch's loss; and the chunks
+    are laid out chunk-major with the right rows.
+    """
     from envs.runner import EnvRunner
     from learners.ppo import chunk_sequences
 
-    cfg = small_cfg(**{"learner.name": "ppo", "learner.minibatches": 3, "learner.normalize_advantages": "false",
-                       "agent.core": core, "agent.core_options": "{}", "learner.unroll_length": 12, "learner.recurrence": 4})
+    cfg = small_cfg(**{"learner.name": "ppo", "learner.minibatches": 3,
+                       "learner.normalize_advantages": "false",
+                       "agent.core": core, "agent.core_options": "{}", "learner.unroll_length": 12,
+                       "learner.recurrence": 4})
     runner = EnvRunner(cfg.env, cfg.agent, envs_per_runner=4, unroll_length=12)
     runner.rollout()
     learner = Learner(cfg, runner.spec())
@@ -172,22 +191,28 @@ def test_chunked_sequences_give_the_whole_sequence_loss(small_cfg, core):
     full, _ = ppo_loss(learner.forward(batch, state), batch, cfg.learner)
     chunks, chunk_state = chunk_sequences(learner, batch, state, 4)
     assert chunks.action.shape == (4, 12) and chunks.advantages.shape == (4, 12)
-    torch.testing.assert_close(chunks.action[:, 2 * 4 + 1], batch.action[8:12, 1])  # chunk 2 of env 1
+    # chunk 2 of env 1
+    torch.testing.assert_close(chunks.action[:, 2 * 4 + 1], batch.action[8:12, 1])
     whole, _ = ppo_loss(learner.forward(chunks, chunk_state), chunks, cfg.learner)
     torch.testing.assert_close(whole, full, atol=1e-5, rtol=1e-5)
-    parts = [ppo_loss(learner.forward(mb, s), mb, cfg.learner)[0] for mb, s in minibatches(chunks, chunk_state, 3)]
+    parts = [ppo_loss(learner.forward(mb, s), mb, cfg.learner)[0]
+             for mb, s in minibatches(chunks, chunk_state, 3)]
     torch.testing.assert_close(torch.stack(parts).mean(), full, atol=1e-5, rtol=1e-5)
 
 
 @pytest.mark.parametrize("core", ["lstm", "rims"])
 def test_runner_chunk_states_equal_the_learners_pass(small_cfg, core):
-    """The runner's recorded chunk-start states (state_every = k) are the states the learner's
-    no-grad pass finds, so chunked minibatches from either give the whole-unroll loss."""
+    """The runner's recorded chunk-start states are the states the learner's no-grad pass finds.
+
+    The runner records them every state_every = k steps; chunked minibatches from either give the
+    whole-unroll loss.
+    """
     from envs.runner import EnvRunner
     from learners.ppo import chunk_sequences
 
-    cfg = small_cfg(**{"learner.name": "ppo", "learner.minibatches": 2, "agent.core": core, "agent.core_options": "{}",
-                       "learner.unroll_length": 12, "learner.recurrence": 4})
+    cfg = small_cfg(**{"learner.name": "ppo", "learner.minibatches": 2, "agent.core": core,
+                       "agent.core_options": "{}", "learner.unroll_length": 12,
+                       "learner.recurrence": 4})
     runner = EnvRunner(cfg.env, cfg.agent, envs_per_runner=4, unroll_length=12, state_every=4)
     runner.rollout()
     learner = Learner(cfg, runner.spec())
@@ -206,8 +231,10 @@ def test_runner_chunk_states_equal_the_learners_pass(small_cfg, core):
 def test_recurrence_must_divide_the_unroll_and_fill_the_minibatches():
     from learners.config import ConfigError
 
-    base = ["learner.name=ppo", "runtime.num_runners=2", "runtime.envs_per_runner=4", "learner.unroll_length=128"]
-    assert load_config(None, base + ["learner.recurrence=32", "learner.minibatches=4"]).learner.recurrence == 32
+    base = ["learner.name=ppo", "runtime.num_runners=2", "runtime.envs_per_runner=4",
+            "learner.unroll_length=128"]
+    assert load_config(None, base + ["learner.recurrence=32",
+                                     "learner.minibatches=4"]).learner.recurrence == 32
     with pytest.raises(ConfigError, match="learner.recurrence=48 must be 0"):
         load_config(None, base + ["learner.recurrence=48"])
     with pytest.raises(ConfigError, match="32 sequences"):
@@ -225,5 +252,7 @@ def test_update_with_recurrence_trains_on_chunks(small_cfg):
     learner = Learner(cfg, runner.spec())
     before = {k: v.clone() for k, v in learner.get_weights().items()}
     metrics = learner.update(runner.rollout(learner.get_weights(), 0))
-    assert metrics["epochs_done"] == 2 and metrics["frames"] == 8 * 4 * runner.spec()["frames_per_step"]
-    assert metrics["approx_kl"] >= 0.0 and any(not torch.equal(before[k], v) for k, v in learner.get_weights().items())
+    assert (metrics["epochs_done"] == 2
+            and metrics["frames"] == 8 * 4 * runner.spec()["frames_per_step"])
+    assert metrics["approx_kl"] >= 0.0 and any(not torch.equal(before[k], v)
+                                               for k, v in learner.get_weights().items())

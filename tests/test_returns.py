@@ -1,5 +1,8 @@
-"""Reference tests for learners/returns.py: naive loops in the papers' notation,
-analytic special cases, episode boundaries and terminated vs. truncated steps."""
+"""Reference tests for learners/returns.py.
+
+Naive loops in the papers' notation, analytic special cases, episode boundaries and terminated vs.
+truncated steps.
+"""
 
 import pytest
 import torch
@@ -38,8 +41,11 @@ def _clip(x, threshold):
 
 def naive_vtrace(log_rhos, discounts, rewards, values, bootstrap_value,
                  rho_bar, pg_rho_bar, c_bar, lam):
-    """IMPALA eq. 1 with n = T - s, gamma^{t-s} replaced by the product of per-step
-    discounts; pg advantage from section 4.1. Explicit loops, one scalar at a time."""
+    """V-trace as IMPALA eq. 1, with explicit loops, one scalar at a time.
+
+    n = T - s, gamma^{t-s} replaced by the product of per-step discounts; pg advantage from
+    section 4.1.
+    """
     T, B = values.shape
     vs = torch.zeros(T, B, dtype=DT)
     adv = torch.zeros(T, B, dtype=DT)

@@ -25,7 +25,8 @@ def test_unrolls_tile_the_stream():
     # b's initial state is the state before its row 0 = before a's row T.
     out = r.agent(
         {**{k: torch.from_numpy(v) for k, v in a.obs.items()},
-         **{k: torch.from_numpy(getattr(a, k)) for k in ("last_action", "last_reward", "reset", "task_id")}},
+         **{k: torch.from_numpy(getattr(a, k))
+            for k in ("last_action", "last_reward", "reset", "task_id")}},
         tuple(torch.from_numpy(s) for s in a.initial_state),
     )[0]
     np.testing.assert_allclose(out.logits[-1].detach().numpy(), b.behaviour_logits[0], atol=1e-5)
@@ -81,7 +82,8 @@ def test_task_assignment():
     assert assign_tasks(3, 6, 2, 3) == [0, 0]
     assert assign_tasks(0, 1, 4, 3) == [0, 1, 2, 0]
     assert assign_tasks(5, 10, 2, 2, runners_per_task=5) == [1, 1]
-    r = EnvRunner(EnvConfig(levels=["MiniGrid-Empty-5x5-v0", "BabyAI-GoToRedBall-v0"]), AGENT, envs_per_runner=2, unroll_length=2)
+    r = EnvRunner(EnvConfig(levels=["MiniGrid-Empty-5x5-v0", "BabyAI-GoToRedBall-v0"]), AGENT,
+                  envs_per_runner=2, unroll_length=2)
     tr = r.rollout()
     np.testing.assert_array_equal(tr.task_id[0], [0, 1])
 
@@ -90,10 +92,12 @@ def test_multitask_atari_shares_the_full_action_set():
     from envs.suites import build_suite
 
     suite = build_suite(EnvConfig(suite="atari", games=["Pong", "Breakout"]))
-    assert suite.tasks == ["Pong", "Breakout"] and suite.num_actions == 18 and suite.frames_per_step == 4
+    assert (suite.tasks == ["Pong", "Breakout"] and suite.num_actions == 18
+            and suite.frames_per_step == 4)
     env = suite.make(1, 0)
     assert env.action_space.n == 18 and env.observation_space["pixels"].shape == (4, 84, 84)
-    r = EnvRunner(EnvConfig(suite="atari", games=["Pong", "Breakout"]), AGENT, envs_per_runner=2, unroll_length=3)
+    r = EnvRunner(EnvConfig(suite="atari", games=["Pong", "Breakout"]), AGENT, envs_per_runner=2,
+                  unroll_length=3)
     tr = r.rollout()
     np.testing.assert_array_equal(tr.task_id[0], [0, 1])
     assert tr.behaviour_logits.shape[-1] == 18

@@ -97,7 +97,8 @@ def test_normalized_and_capped():
         scores.normalized(1.0, 2.0, 2.0)
     from envs.statistics import capped_mean
 
-    assert capped_mean([[150.0, 42.0, -5.0]]) == (100.0 + 42.0 - 5.0) / 3  # the cap applies per task score
+    # the cap applies per task score
+    assert capped_mean([[150.0, 42.0, -5.0]]) == (100.0 + 42.0 - 5.0) / 3
     assert capped_mean([[7.0]], cap=5.0) == 5.0
 
 

@@ -48,9 +48,11 @@ def test_tensorboard_has_the_promised_scalars(tmp_path, small_cfg):
     acc = EventAccumulator(cfg.run.dir)
     acc.Reload()
     tags = set(acc.Tags()["scalars"])
-    for tag in ("policy_loss", "value_loss", "entropy", "grad_norm", "fps", "policy_lag", "learner_queue_wait_s", "lr"):
+    for tag in ("policy_loss", "value_loss", "entropy", "grad_norm", "fps", "policy_lag",
+                "learner_queue_wait_s", "lr"):
         assert tag in tags, f"{tag} missing from {sorted(tags)}"
-    assert "episode_return/MiniGrid-Empty-5x5-v0" in tags and "episode_length/MiniGrid-Empty-5x5-v0" in tags
+    assert ("episode_return/MiniGrid-Empty-5x5-v0" in tags
+            and "episode_length/MiniGrid-Empty-5x5-v0" in tags)
 
 
 def test_resume_continues_frames_and_optimizer_state(tmp_path, small_cfg):
@@ -65,7 +67,8 @@ def test_resume_continues_frames_and_optimizer_state(tmp_path, small_cfg):
     assert learner.frames == frames0 and learner.version == first["learner"]["counters"]["version"]
     opt_state = learner.optimizer.state_dict()["state"]
     ref = first["learner"]["optimizer"]["state"]
-    assert opt_state and all(torch.equal(opt_state[k]["square_avg"].cpu(), ref[k]["square_avg"].cpu()) for k in ref)
+    assert opt_state and all(torch.equal(opt_state[k]["square_avg"].cpu(),
+                                         ref[k]["square_avg"].cpu()) for k in ref)
     assert learner.lr() < cfg2.learner.optimizer.lr  # the schedule continues, not restarts
     summary = trainer.train()
     assert summary["frames"] >= 800 and summary["updates"] > first["learner"]["counters"]["version"]
@@ -83,13 +86,18 @@ def test_run_dir_refuses_to_overwrite(tmp_path, small_cfg):
 
 @pytest.mark.parametrize("num_runners", [0, pytest.param(2, marks=pytest.mark.ray)])
 def test_ctrl_c_writes_a_checkpoint_and_resume_continues(tmp_path, num_runners):
-    """The CLI end to end: in-process, and with runner actors on a local Ray instance that
-    `mira train` starts itself (runtime.address unset)."""
+    """Ctrl-C writes a checkpoint and a resume continues.
+
+    The CLI end to end: in-process, and with runner actors on a local Ray instance that `mira train`
+    starts itself (runtime.address unset).
+    """
     run = tmp_path / "run"
-    overrides = small_overrides(tmp_path, **{"run.total_frames": 10_000_000, "run.checkpoint_every_s": 1e9,
+    overrides = small_overrides(tmp_path, **{"run.total_frames": 10_000_000,
+                                             "run.checkpoint_every_s": 1e9,
                                              "runtime.num_runners": num_runners})
     env = dict(os.environ, PYTHONUNBUFFERED="1")
-    proc = subprocess.Popen([sys.executable, "-m", "scripts.cli", "train", str(ROOT / "configs/impala_minigrid.yaml"), *overrides],
+    proc = subprocess.Popen([sys.executable, "-m", "scripts.cli", "train",
+                             str(ROOT / "configs/impala_minigrid.yaml"), *overrides],
                             cwd=ROOT, env=env, stderr=subprocess.PIPE, text=True)
     deadline = time.time() + 120
     for line in proc.stderr:  # wait until training is under way
@@ -102,20 +110,22 @@ def test_ctrl_c_writes_a_checkpoint_and_resume_continues(tmp_path, num_runners):
     assert ckpt is not None
     frames = RunDir.load_checkpoint(ckpt)["progress"]["frames"]
     assert frames > 0 and json.loads((run / "summary.json").read_text())["interrupted"]
-    out = subprocess.run([sys.executable, "-m", "scripts.cli", "train", "--resume", str(run), f"run.total_frames={frames + 200}", "--quiet"],
+    out = subprocess.run([sys.executable, "-m", "scripts.cli", "train", "--resume", str(run),
+                          f"run.total_frames={frames + 200}", "--quiet"],
                          cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr
     assert json.loads((run / "summary.json").read_text())["frames"] >= frames + 200
     # The new budget is the run's config now: a later plain --resume keeps it.
     assert RunDir(run).load_config().run.total_frames == frames + 200
-    assert json.loads((run / "meta.json").read_text())["resumes"][0]["overrides"] == [f"run.total_frames={frames + 200}"]
+    assert json.loads((run / "meta.json").read_text())["resumes"][0]["overrides"] == [
+        f"run.total_frames={frames + 200}"]
 
 
 @pytest.mark.parametrize("learner", ["impala", "ppo"])
 @pytest.mark.parametrize("core", CORES.names())
 def test_every_core_trains_with_both_learners(small_cfg, core, learner):
-    cfg = small_cfg(**{"agent.core": core, "agent.core_options": "{}", "learner.name": learner, "learner.minibatches": 2,
-                       "run.total_frames": 200})
+    cfg = small_cfg(**{"agent.core": core, "agent.core_options": "{}", "learner.name": learner,
+                       "learner.minibatches": 2, "run.total_frames": 200})
     summary = Trainer(cfg, RunDir.create(cfg, None), quiet=True).train()
     assert summary["updates"] >= 1 and summary["final_metrics"]["grad_norm"] > 0
 
@@ -123,7 +133,8 @@ def test_every_core_trains_with_both_learners(small_cfg, core, learner):
 @pytest.mark.parametrize("learner", ["impala", "ppo"])
 @pytest.mark.parametrize("head", HEADS.names())
 def test_every_head_trains_with_both_learners(small_cfg, head, learner):
-    cfg = small_cfg(**{"agent.head": head, "learner.name": learner, "learner.minibatches": 2, "run.total_frames": 200,
+    cfg = small_cfg(**{"agent.head": head, "learner.name": learner, "learner.minibatches": 2,
+                       "run.total_frames": 200,
                        "env.levels": "[MiniGrid-Empty-5x5-v0, BabyAI-GoToRedBall-v0]"})
     summary = Trainer(cfg, RunDir.create(cfg, None), quiet=True).train()
     assert summary["updates"] >= 1 and summary["final_metrics"]["grad_norm"] > 0
@@ -145,7 +156,8 @@ def test_bench_measures_every_stage(tmp_path, capsys, learner):
     from scripts.bench import run_bench
 
     overrides = [o for o in small_overrides(tmp_path) if not o.startswith("run.dir=")]
-    figures = run_bench(str(ROOT / "configs/impala_minigrid.yaml"), overrides + [f"learner.name={learner}", "learner.minibatches=2"],
+    figures = run_bench(str(ROOT / "configs/impala_minigrid.yaml"),
+                        overrides + [f"learner.name={learner}", "learner.minibatches=2"],
                         seconds=0.3)
     assert all(figures[k] > 0 for k in ("env", "inference", "learner", "end_to_end", "limit"))
     out = capsys.readouterr().out
@@ -172,8 +184,11 @@ def test_unroll_queue_parks_runners_while_two_batches_wait():
 
 
 def _nonfinite_loss_after(monkeypatch, updates: int, how: str = "loss"):
-    """Force a divergence: from IMPALA update ``updates + 1`` on, the loss is NaN (``loss``) or
-    finite with a non-finite gradient (``grad``: sqrt(|w - w|) has an infinite slope at 0)."""
+    """Force a divergence from IMPALA update ``updates + 1`` on.
+
+    The loss is NaN (``loss``) or finite with a non-finite gradient (``grad``: sqrt(|w - w|) has an
+    infinite slope at 0).
+    """
     import learners.impala as impala
 
     real, calls = impala.impala_loss, {"n": 0}
@@ -182,14 +197,16 @@ def _nonfinite_loss_after(monkeypatch, updates: int, how: str = "loss"):
         value, metrics, targets = real(out, *args, **kwargs)
         calls["n"] += 1
         if calls["n"] > updates:
-            value = value * float("nan") if how == "loss" else value + (out.value - out.value.detach()).abs().sqrt().sum()
+            value = (value * float("nan") if how == "loss"
+                     else value + (out.value - out.value.detach()).abs().sqrt().sum())
         return impala.LossOutput(value, metrics, targets)
 
     monkeypatch.setattr(impala, "impala_loss", loss)
 
 
 @pytest.mark.parametrize("how", ["loss", "grad"])
-def test_nonfinite_update_is_skipped_and_leaves_weights_and_optimizer_alone(small_cfg, monkeypatch, how):
+def test_nonfinite_update_is_skipped_and_leaves_weights_and_optimizer_alone(
+        small_cfg, monkeypatch, how):
     from envs.runner import EnvRunner
     from learners.learner import Learner
 
@@ -203,17 +220,20 @@ def test_nonfinite_update_is_skipped_and_leaves_weights_and_optimizer_alone(smal
     metrics = learner.update(runner.rollout())
     assert metrics["skipped_updates"] == 1 and "diverged" not in metrics
     assert all(torch.equal(weights[k], v) for k, v in learner.agent.state_dict().items())
-    assert all(torch.equal(a, s["square_avg"]) for a, s in zip(square_avg, learner.optimizer.state.values()))
+    assert all(torch.equal(a, s["square_avg"])
+               for a, s in zip(square_avg, learner.optimizer.state.values()))
     for _ in range(cfg.learner.max_skipped_updates - 1):
         metrics = learner.update(runner.rollout())
-    assert metrics["skipped_updates"] == 5 and metrics["diverged"] == 1  # the weights are still update 1's
+    # the weights are still update 1's
+    assert metrics["skipped_updates"] == 5 and metrics["diverged"] == 1
 
 
 def test_diverging_run_stops_with_exit_3_and_its_last_good_weights(tmp_path, monkeypatch, capsys):
     from scripts.cli import main
 
     _nonfinite_loss_after(monkeypatch, 3)
-    overrides = small_overrides(tmp_path, **{"run.total_frames": 10**6, "learner.max_skipped_updates": 4})
+    overrides = small_overrides(tmp_path, **{"run.total_frames": 10**6,
+                                             "learner.max_skipped_updates": 4})
     assert main(["train", str(ROOT / "configs/impala_minigrid.yaml"), *overrides]) == 3
     err = capsys.readouterr().err
     assert "[mira] diverged: updates 4-7 had a non-finite loss or gradient (4 in a row)" in err
@@ -222,10 +242,12 @@ def test_diverging_run_stops_with_exit_3_and_its_last_good_weights(tmp_path, mon
     summary = json.loads((run.path / "summary.json").read_text())
     assert summary["diverged"]["last_good_update"] == 3 and summary["updates"] == 7
     state = RunDir.load_checkpoint(run.latest_checkpoint())  # refuses non-finite weights
-    assert state["learner"]["counters"]["version"] >= 7  # one more skipped update may have been in flight
+    # one more skipped update may have been in flight
+    assert state["learner"]["counters"]["version"] >= 7
 
 
-def test_resume_and_evaluate_refuse_a_checkpoint_with_nonfinite_weights(tmp_path, small_cfg, capsys):
+def test_resume_and_evaluate_refuse_a_checkpoint_with_nonfinite_weights(
+        tmp_path, small_cfg, capsys):
     from scripts.cli import main
 
     cfg = small_cfg()
@@ -241,7 +263,8 @@ def test_resume_and_evaluate_refuse_a_checkpoint_with_nonfinite_weights(tmp_path
         assert len(err.splitlines()) == 1 and f"holds non-finite weights ({name}" in err, err
 
 
-def test_an_error_while_building_the_run_is_one_config_line(tmp_path, small_cfg, monkeypatch, capsys):
+def test_an_error_while_building_the_run_is_one_config_line(
+        tmp_path, small_cfg, monkeypatch, capsys):
     import learners.fleet as fleet
     from learners.config import ConfigError
     from scripts.cli import main
@@ -252,12 +275,16 @@ def test_an_error_while_building_the_run_is_one_config_line(tmp_path, small_cfg,
 
     monkeypatch.setattr(fleet, "EnvRunner", Broken)
     cfg = small_cfg()
-    with pytest.raises(ConfigError, match="building the runners and the learner failed: ValueError: agent.core_options"):
+    with pytest.raises(ConfigError, match="building the runners and the learner failed: "
+                                          "ValueError: agent.core_options"):
         Trainer(cfg, RunDir.create(cfg, None), quiet=True)
-    assert main(["train", str(ROOT / "configs/impala_minigrid.yaml"), *small_overrides(tmp_path / "cli")]) == 2
-    assert capsys.readouterr().err.strip().splitlines()[-1].startswith("mira: error: building the runners")
+    assert main(["train", str(ROOT / "configs/impala_minigrid.yaml"),
+                 *small_overrides(tmp_path / "cli")]) == 2
+    assert capsys.readouterr().err.strip().splitlines()[-1].startswith(
+        "mira: error: building the runners")
     # Ray's wrapper texts end with the actor's own line, which is what the user sees.
-    wrapped = RuntimeError("ray::EnvRunner.__init__() (pid=1)\n  File \"x.py\", line 3\nValueError: bad level")
+    wrapped = RuntimeError("ray::EnvRunner.__init__() (pid=1)\n  File \"x.py\", line 3\n"
+                           "ValueError: bad level")
     assert fleet.describe(wrapped) == "ValueError: bad level"
 
 
@@ -268,6 +295,8 @@ def test_lock_step_queue_releases_every_runner_only_after_the_update():
     assert [q.add(i, f"u{i}") for i in range(3)] == [False, False, False]  # all parked
     assert q.ready()
     batch, released = q.take()
-    assert batch == ["u0", "u1", "u2"] and released == []  # nobody goes out before the update is done
+    # nobody goes out before the update is done
+    assert batch == ["u0", "u1", "u2"] and released == []
     assert sorted(q.update_done()) == [0, 1, 2] and q.update_done() == []
-    assert q.add(1, None) is True  # a lost unroll: the replacement fills the round with the same weights
+    # a lost unroll: the replacement fills the round with the same weights
+    assert q.add(1, None) is True

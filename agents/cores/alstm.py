@@ -1,10 +1,12 @@
-"""aLSTM: adaptive LSTM (Flennerhag et al. 2018; seeds/adaptive-parameterization-alstm-flennerhag2018.md).
+"""aLSTM: adaptive LSTM (Flennerhag et al. 2018).
+
+Seed copy of the paper: seeds/adaptive-parameterization-alstm-flennerhag2018.md.
 
 An LSTM (eq. 5) whose linear maps are adapted at every step by IO-adaptation (eq. 3, section
 3, eq. 8) driven by a recurrent adaptation policy (eq. 7):
 
     v_t = [x_t ; h_{t-1}]                                    summary variable (text after eq. 7)
-    z_t = m(v_t, z_{t-1})                                     eq. 7, m a standard LSTM (state z, c^z)
+    z_t = m(v_t, z_{t-1})                                    eq. 7, m a standard LSTM (state z, c^z)
     pi^(j)(z_t) = tanh(U^(j) z_t),  D^(j)_t = diag(pi^(j))    sub-policies (text before eq. 6)
     u^s_t = D^(s,4) W^s D^(3) x_t + D^(s,2) V^s D^(1) h_{t-1} + D^(s,0) b^s     eq. 8
     c_t = sigma(u^f) * c_{t-1} + sigma(u^i) * tanh(u^z),  h_t = sigma(u^o) * tanh(c_t)   eq. 5
@@ -51,6 +53,8 @@ from agents.cores import CORES, State, mask_state
 
 @dataclass
 class ALSTMConfig:
+    """Options of the ``alstm`` core (``core_options``), checked on construction."""
+
     hidden_size: int = 256  # width of h and c (as the lstm core)
     adaptation_size: int = 32  # size of the policy latent z (paper: 100 on PTB with wider layers)
 
@@ -61,6 +65,8 @@ class ALSTMConfig:
 
 @CORES.register("alstm")
 class ALSTMCore(nn.Module):
+    """LSTM whose gate maps are rescaled every step by a small policy LSTM (eq. 5, 7, 8)."""
+
     Config = ALSTMConfig
 
     def __init__(self, input_size: int, **options):
@@ -87,11 +93,13 @@ class ALSTMCore(nn.Module):
         self.adapt_ihz = nn.Parameter(torch.empty(H + A, 4 * A).uniform_(-bound, bound))
         self.adapt_bias = nn.Parameter(torch.empty(4 * A).uniform_(-bound, bound))
 
-        # Sub-policy projections U^(j), stacked: D^(3) [D], D^(1) [H], D^(s,4), D^(s,2), D^(s,0) [4H each].
+        # Sub-policy projections U^(j), stacked: D^(3) [D], D^(1) [H], D^(s,4), D^(s,2),
+        # D^(s,0) [4H each].
         self._split = [D, H, 4 * H, 4 * H, 4 * H]
         self.policy = nn.Linear(A, sum(self._split), bias=False)
 
     def initial_state(self, batch_size: int, device=None) -> State:
+        """Zero ``(h, c, z, c_z)``: [B, hidden_size] twice, then [B, adaptation_size] twice."""
         h = torch.zeros(batch_size, self.hidden_size, device=device)
         z = torch.zeros(batch_size, self.adaptation_size, device=device)
         return (h, h.clone(), z, z.clone())

@@ -27,6 +27,8 @@ class FeedForwardConfig:
 
 @CORES.register("feedforward")
 class FeedForwardCore(nn.Module):
+    """Identity core, ``y = x``: the no-memory baseline; its state is a placeholder."""
+
     Config = FeedForwardConfig
     stateless = True  # the output does not depend on the state (tests/test_cores.py)
 
@@ -36,7 +38,9 @@ class FeedForwardCore(nn.Module):
         self.output_size = input_size
 
     def initial_state(self, batch_size: int, device=None) -> State:
+        """A ``[B, 1]`` zero tensor, carried only so the state has the contract's layout."""
         return (torch.zeros(batch_size, 1, device=device),)
 
     def forward(self, x: torch.Tensor, state: State, reset: torch.Tensor):
+        """x: [T, B, D] -> (y = x [T, B, D], state unchanged); ``reset`` has nothing to zero."""
         return x, state

@@ -20,11 +20,15 @@ from agents.cores import CORES, State, mask_state
 
 @dataclass
 class LSTMConfig:
+    """Options of the ``lstm`` core (``core_options``)."""
+
     hidden_size: int = 256  # width of h and c (IMPALA and the MI paper use 256)
 
 
 @CORES.register("lstm")
 class LSTMCore(nn.Module):
+    """LSTM unrolled step by step so resets apply per step; the weights are an ``nn.LSTMCell``'s."""
+
     Config = LSTMConfig
 
     def __init__(self, input_size: int, **options):
@@ -35,10 +39,13 @@ class LSTMCore(nn.Module):
         self.output_size = cfg.hidden_size
 
     def initial_state(self, batch_size: int, device=None) -> State:
-        z = torch.zeros(batch_size, self.output_size, device=device, dtype=self.cell.weight_ih.dtype)
+        """Zero ``(h, c)``, each ``[B, hidden_size]`` in the cell's dtype."""
+        z = torch.zeros(batch_size, self.output_size, device=device,
+                        dtype=self.cell.weight_ih.dtype)
         return (z, z.clone())
 
     def forward(self, x: torch.Tensor, state: State, reset: torch.Tensor):
+        """x: [T, B, D], state: (h, c) each [B, H], reset: [T, B] bool -> (y [T, B, H], state)."""
         cell = self.cell
         # The input's share of the gates, W x + b, for all T steps in one product (what
         # nn.LSTMCell computes step by step); only U h stays in the loop. The same gates up
@@ -47,7 +54,8 @@ class LSTMCore(nn.Module):
         outputs = []
         for t in range(x.shape[0]):
             h, c = mask_state(state, reset[t])
-            i, f, g, o = torch.addmm(xw[t], h, cell.weight_hh.t()).chunk(4, dim=-1)  # PyTorch's gate order
+            # PyTorch's gate order
+            i, f, g, o = torch.addmm(xw[t], h, cell.weight_hh.t()).chunk(4, dim=-1)
             c = torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(g)
             h = torch.sigmoid(o) * torch.tanh(c)
             state = (h, c)

@@ -1,4 +1,6 @@
-"""MI-LSTM: LSTM with Multiplicative Integration (Wu et al. 2016; seeds/multiplicative-integration-rnn-wu2016.md).
+"""MI-LSTM: LSTM with Multiplicative Integration (Wu et al. 2016).
+
+Seed copy of the paper: seeds/multiplicative-integration-rnn-wu2016.md.
 
 Every gate pre-activation of the LSTM replaces the additive block ``W x + U h + b`` by the
 general Multiplicative Integration block (eq. 4), with its own vectors per gate:
@@ -31,6 +33,8 @@ from agents.cores import CORES, State, mask_state
 
 @dataclass
 class MILSTMConfig:
+    """Options of the ``mi_lstm`` core (``core_options``), checked on construction."""
+
     hidden_size: int = 256  # width of h and c (as the lstm core)
 
     def __post_init__(self) -> None:
@@ -40,6 +44,8 @@ class MILSTMConfig:
 
 @CORES.register("mi_lstm")
 class MILSTMCore(nn.Module):
+    """LSTM whose gate pre-activations are the Multiplicative Integration block (eq. 4)."""
+
     Config = MILSTMConfig
 
     def __init__(self, input_size: int, **options):
@@ -58,6 +64,7 @@ class MILSTMCore(nn.Module):
         self.output_size = H
 
     def initial_state(self, batch_size: int, device=None) -> State:
+        """Zero ``(h, c)``, each ``[B, hidden_size]``."""
         z = torch.zeros(batch_size, self.output_size, device=device)
         return (z, z.clone())
 

@@ -1,4 +1,6 @@
-"""Recurrent Independent Mechanisms (Goyal et al. 2019, "RIMs"; seeds/recurrent-independent-mechanisms-goyal2019.md).
+"""Recurrent Independent Mechanisms (Goyal et al. 2019, "RIMs").
+
+Seed copy of the paper: seeds/recurrent-independent-mechanisms-goyal2019.md.
 
 ``num_units`` small recurrent cells ("RIMs") with their own parameters. One step, in the
 paper's four stages (Fig. 1, Appendix G):
@@ -21,10 +23,11 @@ paper's four stages (Fig. 1, Appendix G):
    attention (queries, keys, values per RIM) plus a residual connection:
    ``h_{t+1,k} = softmax(Q_k K^T / sqrt(d)) V + h~_{t,k}`` for ``k in S_t``.
 
-The output is the concatenation of all RIMs' ``h`` (Appendix C.3): ``[T, B, num_units * unit_size]``.
-State: ``(h, c)``, each ``[B, num_units, unit_size]`` (``(h,)`` with ``cell="gru"``).
-Defaults follow Table 3 (key 64, value ``4 * unit_size``, 4 heads, dropout 0.1; communication
-keys/values 32, 4 heads, dropout 0.1) and the Atari setting of Appendix D.8 (6 RIMs, 4 active).
+The output is the concatenation of all RIMs' ``h`` (Appendix C.3):
+``[T, B, num_units * unit_size]``. State: ``(h, c)``, each ``[B, num_units, unit_size]``
+(``(h,)`` with ``cell="gru"``). Defaults follow Table 3 (key 64, value ``4 * unit_size``, 4
+heads, dropout 0.1; communication keys/values 32, 4 heads, dropout 0.1) and the Atari setting
+of Appendix D.8 (6 RIMs, 4 active).
 
 Deviations and readings of under-specified points, and why:
 
@@ -74,19 +77,25 @@ from agents.registry import check_choices
 
 @dataclass
 class RIMsConfig:
+    """Options of the ``rims`` core (``core_options``), checked on construction."""
+
     num_units: int = 6  # number of RIMs k_T (Atari setting, Appendix D.8)
     k_active: int = 4  # RIMs activated per step k_A (Appendix D.8 uses 4 or 5)
     unit_size: int = 42  # hidden size of one RIM; 6 x 42 = 252 matches a 256 LSTM (section 2.4)
-    cell: Literal["lstm", "gru"] = "lstm"  # independent dynamics of each RIM: "lstm" (state (h, c)) or "gru" (state (h,))
+    # independent dynamics of each RIM: "lstm" (state (h, c)) or "gru" (state (h,))
+    cell: Literal["lstm", "gru"] = "lstm"
     input_key_size: int = 64  # input-attention key/query size per head (Table 3)
-    input_value_size: int | None = None  # RIM input width, heads concatenated; None = 4 * unit_size (Table 3)
-    input_heads: int = 4  # input-attention heads; scores are averaged over heads for the top-k (Table 3)
+    # RIM input width, heads concatenated; None = 4 * unit_size (Table 3)
+    input_value_size: int | None = None
+    # input-attention heads; scores are averaged over heads for the top-k (Table 3)
+    input_heads: int = 4
     input_dropout: float = 0.1  # dropout on input-attention weights (Table 3)
     comm_key_size: int = 32  # communication key/query size per head (Table 3)
     comm_value_size: int = 32  # communication value size per head (Table 3)
     comm_heads: int = 4  # communication heads (Table 3)
     comm_dropout: float = 0.1  # dropout on communication-attention weights (Table 3)
-    input_set: Literal["flat", "spatial"] = "flat"  # how the agent presents input: "flat" x [T,B,D] or "spatial" x [T,B,N,D] (torso positions)
+    # how the agent presents input: "flat" x [T,B,D] or "spatial" x [T,B,N,D] (torso positions)
+    input_set: Literal["flat", "spatial"] = "flat"
 
     def __post_init__(self) -> None:
         if self.input_value_size is None:
@@ -118,6 +127,8 @@ def _block_weight(num_units: int, fan_in: int, fan_out: int, bound: float) -> nn
 
 @CORES.register("rims")
 class RIMsCore(nn.Module):
+    """``num_units`` RIMs that compete for the input, update sparsely and communicate (Fig. 1)."""
+
     Config = RIMsConfig
 
     @staticmethod
@@ -162,23 +173,32 @@ class RIMsCore(nn.Module):
         self._activation_frequency = torch.zeros(U)
 
     def initial_state(self, batch_size: int, device=None) -> State:
+        """Zero ``(h, c)`` (``(h,)`` with ``cell="gru"``), each ``[B, num_units, unit_size]``."""
         shape = (batch_size, self.config.num_units, self.config.unit_size)
         z = torch.zeros(shape, device=device)
         return (z, z.clone()) if self.config.cell == "lstm" else (z,)
 
     def diagnostics(self) -> dict[str, torch.Tensor]:
-        """``activation_frequency [num_units]``: fraction of (t, b) of the last forward pass
-        in which each RIM was active (sums to ``k_active``)."""
+        """Statistics of the last forward pass, worth logging.
+
+        ``activation_frequency [num_units]``: fraction of (t, b) of the last forward pass
+        in which each RIM was active (sums to ``k_active``).
+        """
         return {"activation_frequency": self._activation_frequency}
 
     def last_active(self) -> torch.Tensor:
-        """``[T, B, num_units]`` bool: the RIMs each step of the last forward pass updated
-        (``mira evaluate --video N --rims-strip`` draws them under the frames)."""
+        """``[T, B, num_units]`` bool: the RIMs each step of the last forward pass updated.
+
+        ``mira evaluate --video N --rims-strip`` draws them under the frames.
+        """
         return self._active.permute(0, 2, 1) > 0
 
     def forward(self, x: torch.Tensor, state: State, reset: torch.Tensor):
-        """x: [T, B, D] (a one-element set) or [T, B, N, D] (a set of N elements);
-        state: ``initial_state`` layout; reset: [T, B] bool. Returns y [T, B, U * H] and the state."""
+        """Unroll the RIMs over ``T`` steps; returns y [T, B, U * H] and the state.
+
+        x: [T, B, D] (a one-element set) or [T, B, N, D] (a set of N elements);
+        state: ``initial_state`` layout; reset: [T, B] bool.
+        """
         cfg = self.config
         if x.dim() == 3:
             x = x.unsqueeze(2)
@@ -205,15 +225,19 @@ class RIMsCore(nn.Module):
             outputs.append(state[0])
         self._active = torch.stack(masks).detach()  # [T, U, B]: which RIMs each step updated
         self._activation_frequency = self._active.mean(dim=(0, 2))
-        y = torch.stack(outputs).permute(0, 2, 1, 3).reshape(T, B, U * H)  # [T, U, B, H] -> [T, B, U*H]
+        # [T, U, B, H] -> [T, B, U*H]
+        y = torch.stack(outputs).permute(0, 2, 1, 3).reshape(T, B, U * H)
         return y, tuple(s.transpose(0, 1).contiguous() for s in state)
 
     def _step(self, keys: torch.Tensor, values: torch.Tensor, state: State):
-        """One step on the RIM-major layout. keys: [B, N, heads, dk] (already scaled),
-        values: [B, N, heads, dv]; state tensors [U, B, H]. Returns (state, mask [U, B]).
+        """One step on the RIM-major layout; returns (state, mask [U, B]).
+
+        keys: [B, N, heads, dk] (already scaled), values: [B, N, heads, dv]; state tensors
+        [U, B, H].
 
         torch.softmax is slow on CPU for rows this short (2 to 7 entries), so both softmaxes
-        are written out; for a one-element input set the null-row softmax is a sigmoid."""
+        are written out; for a one-element input set the null-row softmax is a sigmoid.
+        """
         cfg = self.config
         h = state[0]
         U, B, H = h.shape
@@ -252,7 +276,8 @@ class RIMsCore(nn.Module):
         kept_h = keep * h
         if cfg.cell == "lstm":
             c = state[1]
-            gates = torch.baddbmm(torch.baddbmm(self.bias_ih, read, self.weight_ih), h, self.weight_hh)
+            gates = torch.baddbmm(torch.baddbmm(self.bias_ih, read, self.weight_ih), h,
+                                  self.weight_hh)
             ifo = torch.sigmoid(gates[..., :3 * H])
             g = torch.tanh(gates[..., 3 * H:])
             c_new = torch.addcmul(ifo[..., H:2 * H] * c, ifo[..., :H], g)

@@ -16,11 +16,15 @@ from agents.heads import HEADS
 
 @dataclass
 class LinearHeadConfig:
+    """No options: one linear layer for the logits and one for the value."""
+
     pass
 
 
 @HEADS.register("linear")
 class LinearHead(nn.Module):
+    """Linear logits and value from the core output; does not read the task ID."""
+
     Config = LinearHeadConfig
     reads_task_id = False
 
@@ -30,4 +34,5 @@ class LinearHead(nn.Module):
         self.value = nn.Linear(input_size, 1)
 
     def forward(self, h: torch.Tensor, task_id: torch.Tensor | None = None):
+        """h: [T, B, H] -> (logits [T, B, A], value [T, B]); ``task_id`` is ignored."""
         return self.policy(h), self.value(h).squeeze(-1)

@@ -24,11 +24,15 @@ from agents.heads import HEADS
 
 @dataclass
 class MultiHeadConfig:
+    """No options: one linear head per task, as many as ``num_tasks``."""
+
     pass
 
 
 @HEADS.register("multi_head")
 class MultiHead(nn.Module):
+    """``num_tasks`` linear policy and value heads; each step uses the head of its task."""
+
     Config = MultiHeadConfig
     reads_task_id = True
 
@@ -37,10 +41,12 @@ class MultiHead(nn.Module):
         self.num_actions, self.num_tasks = num_actions, num_tasks
         # nn.Linear's initialisation, per task: U(-1/sqrt(H), 1/sqrt(H)).
         bound = 1.0 / math.sqrt(input_size)
-        self.weight = nn.Parameter(torch.empty(num_tasks, input_size, num_actions + 1).uniform_(-bound, bound))
+        self.weight = nn.Parameter(
+            torch.empty(num_tasks, input_size, num_actions + 1).uniform_(-bound, bound))
         self.bias = nn.Parameter(torch.empty(num_tasks, num_actions + 1).uniform_(-bound, bound))
 
     def forward(self, h: torch.Tensor, task_id: torch.Tensor | None = None):
+        """h: [T, B, H], task_id: [T, B] -> (logits [T, B, A], value [T, B]) of each step's task."""
         if task_id is None:
             raise ValueError("the multi_head head selects a head by task ID, but task_id is None; "
                              "pass task_id [T, B] or use the 'linear' or a learnt-context head")

@@ -1,4 +1,4 @@
-"""Multiplicative policy and value head: ``pi_t, V_t = M(h_t, c)`` (Jayakumar et al. 2020, section 6.1).
+"""Multiplicative policy/value head ``pi_t, V_t = M(h_t, c)`` (Jayakumar et al. 2020, section 6.1).
 
 ``M`` is one multiplicative interaction (agents/layers/multiplicative.py, eq. 1) from
 the core output ``h`` to ``A + 1`` outputs (logits and value), conditioned on a context:
@@ -38,11 +38,17 @@ from agents.registry import check_choices
 
 @dataclass
 class MultiplicativeHeadConfig:
-    context: Literal["task_id", "learnt"] = "task_id"  # what M is conditioned on: the one-hot task, or learnt from h_t
+    """Options of the ``multiplicative`` head (``head_options``), checked on construction."""
+
+    # what M is conditioned on: the one-hot task, or learnt from h_t
+    context: Literal["task_id", "learnt"] = "task_id"
     context_size: int = 32  # width of c; the paper's knob for the parameter count
-    form: Form = "full"  # 3-tensor of M: "full", "diagonal" (the paper's: a gate on h), "output_scale" (FiLM-like) or "low_rank"
+    # 3-tensor of M: "full", "diagonal" (the paper's: a gate on h), "output_scale" (FiLM-like)
+    # or "low_rank"
+    form: Form = "full"
     rank: int = 8  # CP rank of the 3-tensor; used only by form "low_rank"
-    init: Init = "zero_interaction"  # "zero_interaction" (starts as the concatenation baseline) or "hypernetwork" (appendix B)
+    # "zero_interaction" (starts as the concatenation baseline) or "hypernetwork" (appendix B)
+    init: Init = "zero_interaction"
 
     def __post_init__(self):
         check_choices(self, "head option ")
@@ -52,20 +58,27 @@ class MultiplicativeHeadConfig:
 
 @HEADS.register("multiplicative")
 class MultiplicativeHead(nn.Module):
+    """Logits and value from one multiplicative interaction ``M(h, c)`` with a context ``c``."""
+
     Config = MultiplicativeHeadConfig
     reads_task_id = True  # default only; __init__ sets the instance value from `context`
 
     def __init__(self, input_size: int, num_actions: int, num_tasks: int = 1, **options):
-        """``options``: the fields of ``MultiplicativeHeadConfig`` (defaults and checks live there, once)."""
+        """``options``: the fields of ``MultiplicativeHeadConfig``.
+
+        Their defaults and checks live there, once.
+        """
         super().__init__()
         self.config = cfg = MultiplicativeHeadConfig(**options)
         self.context, self.num_actions, self.num_tasks = cfg.context, num_actions, num_tasks
         self.reads_task_id = cfg.context == "task_id"
         context_in = num_tasks if self.reads_task_id else input_size
         self.context_net = nn.Linear(context_in, cfg.context_size)
-        gate = cfg.form == "diagonal"  # the paper's diagonal form acts on h; a linear layer reads its result
-        self.mi = MultiplicativeInteraction(input_size, cfg.context_size, input_size if gate else num_actions + 1,
-                                            form=cfg.form, rank=cfg.rank if cfg.form == "low_rank" else None,
+        # the paper's diagonal form acts on h; a linear layer reads its result
+        gate = cfg.form == "diagonal"
+        self.mi = MultiplicativeInteraction(input_size, cfg.context_size,
+                                            input_size if gate else num_actions + 1, form=cfg.form,
+                                            rank=cfg.rank if cfg.form == "low_rank" else None,
                                             init=cfg.init)
         self.readout = nn.Linear(input_size, num_actions + 1) if gate else None
 
@@ -74,12 +87,14 @@ class MultiplicativeHead(nn.Module):
         if not self.reads_task_id:
             return F.relu(self.context_net(h))
         if task_id is None:
-            raise ValueError("the multiplicative head with context='task_id' needs task_id [T, B], got None; "
-                             "use context='learnt' for a head that never reads the task ID")
+            raise ValueError("the multiplicative head with context='task_id' needs task_id "
+                             "[T, B], got None; use context='learnt' for a head that never "
+                             "reads the task ID")
         one_hot = F.one_hot(task_id.long(), self.num_tasks).to(h.dtype)
         return F.relu(self.context_net(one_hot))
 
     def forward(self, h: torch.Tensor, task_id: torch.Tensor | None = None):
+        """h: [T, B, H], task_id: [T, B] or None -> (logits [T, B, A], value [T, B])."""
         out = self.mi(h, self.context_vector(h, task_id))
         if self.readout is not None:
             out = self.readout(out)

@@ -23,7 +23,8 @@ from torch import nn
 class AdaptiveLinear(nn.Module):
     """``x [..., in], z [..., adapt] | None -> [..., out]`` (eq. 3)."""
 
-    def __init__(self, in_features: int, out_features: int, adapt_features: int | None = None, bias: bool = True):
+    def __init__(self, in_features: int, out_features: int, adapt_features: int | None = None,
+                 bias: bool = True):
         super().__init__()
         self.in_features, self.out_features = in_features, out_features
         self.adapt_features = in_features if adapt_features is None else adapt_features
@@ -41,9 +42,12 @@ class AdaptiveLinear(nn.Module):
         return parts[0], parts[1], (parts[2] if self.bias is not None else None)
 
     def forward(self, x: torch.Tensor, z: torch.Tensor | None = None) -> torch.Tensor:
+        """``x [..., in]``, ``z [..., adapt]`` -> ``[..., out]``; ``z=None`` uses ``x`` (eq. 2)."""
         d1, d2, d0 = self.adaptation(x if z is None else z)
         out = d2 * ((d1 * x) @ self.weight.t())
         return out if self.bias is None else out + d0 * self.bias
 
     def extra_repr(self) -> str:
-        return f"in_features={self.in_features}, out_features={self.out_features}, adapt_features={self.adapt_features}"
+        """The three widths, shown by ``print(module)``."""
+        return (f"in_features={self.in_features}, out_features={self.out_features}, "
+                f"adapt_features={self.adapt_features}")

@@ -42,7 +42,8 @@ import torch
 from torch import nn
 
 
-def regularizer_scale(step: float, lambda_hat: float, lambda_start: float, lambda_end: float) -> float:
+def regularizer_scale(step: float, lambda_hat: float, lambda_start: float,
+                      lambda_end: float) -> float:
     """Eq. 15: zero before ``lambda_start``, linear ramp, ``lambda_hat`` after ``lambda_end``."""
     ramp = (step - lambda_start) / (lambda_end - lambda_start)
     return lambda_hat * max(min(ramp, 1.0), 0.0)
@@ -76,9 +77,11 @@ def nac_init_range(fan_in: int, fan_out: int) -> float:
 
 
 class _ClampedUnit(nn.Module):
-    """What NAU and NMU share: a weight ``[out, in]`` kept in ``weight_range`` (eq. 6 / 11)
-    and the sparsity regulariser ``min(|w|, 1 - |w|)`` (eq. 7 / 12; on NMU's [0, 1] box
-    ``|w| = w``)."""
+    """What NAU and NMU share: a clamped weight ``[out, in]`` and its sparsity regulariser.
+
+    The weight is kept in ``weight_range`` (eq. 6 / 11); the regulariser is
+    ``min(|w|, 1 - |w|)`` (eq. 7 / 12; on NMU's [0, 1] box ``|w| = w``).
+    """
 
     weight_range: tuple[float, float]
 
@@ -115,10 +118,12 @@ class NAU(_ClampedUnit):
     weight_range = (-1.0, 1.0)
 
     def reset_parameters(self) -> None:
+        """Glorot-uniform with the half-width capped at 0.5, the authors' released choice."""
         r = min(0.5, math.sqrt(6.0 / (self.in_features + self.out_features)))
         nn.init.uniform_(self.weight, -r, r)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """Eq. 8 with the clamped weight: ``x [..., in] -> [..., out]``."""
         return x @ self.clamped_weight().transpose(-1, -2)
 
 
@@ -128,9 +133,11 @@ class NMU(_ClampedUnit):
     weight_range = (0.0, 1.0)
 
     def reset_parameters(self) -> None:
+        """U[0.25, 0.75]: ``E[W] = 1/2``, half-width capped at 0.25 (the authors' choice)."""
         nn.init.uniform_(self.weight, 0.25, 0.75)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """Eq. 13 with the clamped weight: ``x [..., in] -> [..., out]``."""
         w = self.clamped_weight().unsqueeze(-3)  # [..., 1, out, in]
         # x as [..., N, 1, in]: W x + 1 - W per (output, input) pair, then the product over inputs.
         return (w * x.unsqueeze(-2) + 1 - w).prod(dim=-1)
@@ -163,25 +170,31 @@ class NACAdd(_NACWeight):
     """NAC+: ``z = W x`` with the eq. 2 weight (eq. 3)."""
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """Eq. 3: ``x [..., in] -> [..., out]``."""
         return x @ self.weight.transpose(-1, -2)
 
 
 class NACMul(_NACWeight):
-    """NAC*: ``z = exp(W log(|x| + eps))`` (eq. 4); it supports division, and so the
-    singularity near x = 0 that section 2.1.2 discusses."""
+    """NAC*: ``z = exp(W log(|x| + eps))`` (eq. 4).
+
+    It supports division, and so the singularity near x = 0 that section 2.1.2 discusses.
+    """
 
     def __init__(self, in_features: int, out_features: int, eps: float = 1e-7):
         super().__init__(in_features, out_features)
         self.eps = eps
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """Eq. 4: ``x [..., in] -> [..., out]``."""
         return torch.exp(torch.log(x.abs() + self.eps) @ self.weight.transpose(-1, -2))
 
 
 class NALU(nn.Module):
-    """NALU (Trask et al. 2018): ``g * W x + (1 - g) * exp(W log(|x| + eps))``,
+    """NALU (Trask et al. 2018): ``g * W x + (1 - g) * exp(W log(|x| + eps))``.
+
     ``g = sigmoid(G x)``; the additive and multiplicative paths share one eq. 2 weight
-    as in the original. ``G`` is Glorot-uniform; there is no bias."""
+    as in the original. ``G`` is Glorot-uniform; there is no bias.
+    """
 
     def __init__(self, in_features: int, out_features: int, eps: float = 1e-7):
         super().__init__()
@@ -192,12 +205,15 @@ class NALU(nn.Module):
 
     @property
     def weight(self) -> torch.Tensor:
+        """The shared eq. 2 weight ``[out, in]``."""
         return self.nac.weight
 
     def gate(self, x: torch.Tensor) -> torch.Tensor:
+        """``g = sigmoid(G x)``, ``[..., out]``: the weight of the additive path."""
         return torch.sigmoid(x @ self.G.transpose(-1, -2))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """``x [..., in] -> [..., out]``: NAC+ and NAC* mixed by the gate."""
         w = self.nac.weight.transpose(-1, -2)
         add = x @ w
         mul = torch.exp(torch.log(x.abs() + self.eps) @ w)
@@ -205,4 +221,5 @@ class NALU(nn.Module):
         return g * add + (1 - g) * mul
 
     def extra_repr(self) -> str:
+        """The widths and ``eps``, shown by ``print(module)``."""
         return f"in_features={self.in_features}, out_features={self.out_features}, eps={self.eps}"

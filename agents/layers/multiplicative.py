@@ -74,19 +74,23 @@ class MultiplicativeInteraction(nn.Module):
     computation and restored on the output.
     """
 
-    def __init__(self, x_dim: int, z_dim: int, out_dim: int, form: str = "full", rank: int | None = None,
-                 init: str = "zero_interaction"):
+    def __init__(self, x_dim: int, z_dim: int, out_dim: int, form: str = "full",
+                 rank: int | None = None, init: str = "zero_interaction"):
         super().__init__()
         if form not in FORMS:
-            raise ValueError(f"unknown multiplicative form {form!r}; choose one of {', '.join(FORMS)}")
+            raise ValueError(f"unknown multiplicative form {form!r}; choose one of "
+                             f"{', '.join(FORMS)}")
         if init not in INITS:
-            raise ValueError(f"unknown multiplicative init {init!r}; choose one of {', '.join(INITS)}")
+            raise ValueError(f"unknown multiplicative init {init!r}; choose one of "
+                             f"{', '.join(INITS)}")
         if form == "low_rank" and (rank is None or rank < 1):
             raise ValueError(f"form 'low_rank' needs rank >= 1, got rank={rank!r}")
         if form == "diagonal" and out_dim != x_dim:
-            raise ValueError(f"form 'diagonal' generates a diagonal matrix acting on x (section 2), so out_dim must "
-                             f"equal x_dim, got out_dim={out_dim} and x_dim={x_dim}")
-        self.x_dim, self.z_dim, self.out_dim, self.form, self.init = x_dim, z_dim, out_dim, form, init
+            raise ValueError(f"form 'diagonal' generates a diagonal matrix acting on x "
+                             f"(section 2), so out_dim must equal x_dim, got out_dim={out_dim} "
+                             f"and x_dim={x_dim}")
+        self.x_dim, self.z_dim, self.out_dim, self.form, self.init = (
+            x_dim, z_dim, out_dim, form, init)
         self.rank = rank if form == "low_rank" else None
         self.z_proj = nn.Linear(z_dim, out_dim, bias=False)  # U z (eq. 1 writes z^T U)
         if form == "diagonal":
@@ -111,7 +115,8 @@ class MultiplicativeInteraction(nn.Module):
     def _hypernetwork_init(self) -> None:
         """Appendix B: the generating layers are ordinary (Sonnet) linear layers of ``z``."""
         _sonnet_linear_init(self.z_proj.weight, self.z_dim)  # b' = Linear(out)(z): weight U ...
-        interaction = {"full": "W", "diagonal": "D", "output_scale": "S", "low_rank": "R"}[self.form]
+        interaction = {"full": "W", "diagonal": "D", "output_scale": "S",
+                       "low_rank": "R"}[self.form]
         _sonnet_linear_init(getattr(self, interaction), self.rank or self.z_dim)
         if self.form == "diagonal":
             self.v.zero_()  # ... and the biases of the generating layers (V, b) start at zero
@@ -130,9 +135,11 @@ class MultiplicativeInteraction(nn.Module):
         return self.bias if self.form == "diagonal" else self.x_proj.bias
 
     def bilinear_tensor(self) -> torch.Tensor:
-        """The explicit 3-tensor ``W: [z_dim, x_dim, out_dim]`` of eq. 1 for this form,
-        so that ``f = einsum('ni,ijk,nj->nk', z, W, x) + z @ U.T + x @ V.T + b`` with
-        ``U = z_proj.weight``, ``V = linear_weight()``, ``b = bias_vector()``."""
+        """The explicit 3-tensor ``W: [z_dim, x_dim, out_dim]`` of eq. 1 for this form.
+
+        With it, ``f = einsum('ni,ijk,nj->nk', z, W, x) + z @ U.T + x @ V.T + b`` with
+        ``U = z_proj.weight``, ``V = linear_weight()``, ``b = bias_vector()``.
+        """
         if self.form == "full":
             return self.W
         if self.form == "diagonal":
@@ -148,8 +155,10 @@ class MultiplicativeInteraction(nn.Module):
         return w, self.z_proj(z) + self.bias_vector()
 
     def forward(self, x: torch.Tensor, z: torch.Tensor) -> torch.Tensor:
+        """Eq. 1: ``x [..., x_dim]``, ``z [..., z_dim]`` (same leading dims) -> ``[..., out]``."""
         if x.shape[:-1] != z.shape[:-1]:
-            raise ValueError(f"x and z need the same leading dims, got {tuple(x.shape)} and {tuple(z.shape)}")
+            raise ValueError(f"x and z need the same leading dims, got {tuple(x.shape)} and "
+                             f"{tuple(z.shape)}")
         lead = x.shape[:-1]
         x2, z2 = x.reshape(-1, self.x_dim), z.reshape(-1, self.z_dim)
         uz = self.z_proj(z2)
@@ -159,7 +168,8 @@ class MultiplicativeInteraction(nn.Module):
         if self.form == "full":
             # One [N, x] @ [x, z * out] matmul, then contract z: the cost of appendix B's
             # generated matrices without materialising one [x, out] matrix per example.
-            xw = (x2 @ self.W.permute(1, 0, 2).reshape(self.x_dim, -1)).view(-1, self.z_dim, self.out_dim)
+            xw = (x2 @ self.W.permute(1, 0, 2).reshape(self.x_dim, -1)).view(
+                -1, self.z_dim, self.out_dim)
             out = vx + uz + torch.einsum("ni,nik->nk", z2, xw)
         elif self.form == "output_scale":
             b = self.x_proj.bias
@@ -169,5 +179,7 @@ class MultiplicativeInteraction(nn.Module):
         return out.reshape(*lead, self.out_dim)
 
     def extra_repr(self) -> str:
+        """The sizes, form, rank (low_rank only) and init, shown by ``print(module)``."""
         rank = f", rank={self.rank}" if self.rank else ""
-        return f"x_dim={self.x_dim}, z_dim={self.z_dim}, out_dim={self.out_dim}, form={self.form!r}{rank}, init={self.init!r}"
+        return (f"x_dim={self.x_dim}, z_dim={self.z_dim}, out_dim={self.out_dim}, "
+                f"form={self.form!r}{rank}, init={self.init!r}")

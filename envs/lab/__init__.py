@@ -14,7 +14,16 @@ Importing this package
 - registers the random/reference score table with ``envs.scores`` under "lab".
 """
 
-from envs.lab.levels import FAMILIES, LAB6, LAB30, LEVELS, Level, make_lab_env, make_level, register_envs
+from envs.lab.levels import (
+    FAMILIES,
+    LAB6,
+    LAB30,
+    LEVELS,
+    Level,
+    make_lab_env,
+    make_level,
+    register_envs,
+)
 from envs.lab.suite import register_scores
 
 register_envs()

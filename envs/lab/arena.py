@@ -38,10 +38,13 @@ def _scatter_walls(grid: Grid, rng: np.random.Generator, count: int) -> None:
 
 
 class LaserTag(LabLevel):
+    """Lasertag stand-in: ``toggle`` fires at wandering opponents, +1 a hit; they tag back."""
+
     mission_text = "tag the opponents"
 
-    def __init__(self, num_opponents: int = 1, size: int = 9, num_pillars: int = 3, max_steps: int = 100,
-                 fire_range: int = 5, move_prob: float = 0.5, shoot_prob: float = 0.25, **kwargs):
+    def __init__(self, num_opponents: int = 1, size: int = 9, num_pillars: int = 3,
+                 max_steps: int = 100, fire_range: int = 5, move_prob: float = 0.5,
+                 shoot_prob: float = 0.25, **kwargs):
         self.num_opponents, self.num_pillars = num_opponents, num_pillars
         self.fire_range, self.move_prob, self.shoot_prob = fire_range, move_prob, shoot_prob
         super().__init__(size=size, max_steps=max_steps, **kwargs)
@@ -105,6 +108,7 @@ class LaserTag(LabLevel):
         return False
 
     def line_of_fire_to(self, src: Cell, direction: tuple[int, int], dst: Cell) -> bool:
+        """Whether ``dst`` is within ``fire_range`` of ``src`` along ``direction``, unobstructed."""
         x, y = src
         for _ in range(self.fire_range):
             x, y = x + direction[0], y + direction[1]
@@ -116,10 +120,12 @@ class LaserTag(LabLevel):
 
 
 class Forage(LabLevel):
+    """Foraging stand-in: +1 per mushroom walked over, on a map with rock walls."""
+
     mission_text = "eat the mushrooms"
 
-    def __init__(self, size: int = 11, num_food: int = 10, num_rocks: int = 10, fixed_map: bool = False,
-                 regrow_steps: int = 0, max_steps: int = 150, **kwargs):
+    def __init__(self, size: int = 11, num_food: int = 10, num_rocks: int = 10,
+                 fixed_map: bool = False, regrow_steps: int = 0, max_steps: int = 150, **kwargs):
         self.num_food, self.num_rocks = num_food, num_rocks
         self.fixed_map, self.regrow_steps = fixed_map, regrow_steps
         super().__init__(size=size, max_steps=max_steps, **kwargs)

@@ -26,7 +26,12 @@ from minigrid.envs.memory import MemoryEnv
 from envs.lab.arena import Forage, LaserTag
 from envs.lab.explore import GoalLocations, ObjectLocations, ObjectRewards
 from envs.lab.psychlab import PADS, PsychlabTrials
-from envs.lab.rooms import AnswerQuantitativeQuestion, CollectGoodObjects, ExploitDeferredEffects, Watermaze
+from envs.lab.rooms import (
+    AnswerQuantitativeQuestion,
+    CollectGoodObjects,
+    ExploitDeferredEffects,
+    Watermaze,
+)
 from envs.lab.world import MOVES, Cell, Food, passable
 
 State = tuple[int, int, int]  # x, y, direction
@@ -69,16 +74,19 @@ def _state(env) -> State:
 
 
 def at(cells: Iterable[Cell]) -> GoalTest:
+    """Goal test: the agent stands on one of ``cells``."""
     cells = set(cells)
     return lambda s: (s[0], s[1]) in cells
 
 
 def facing(cells: Iterable[Cell]) -> GoalTest:
+    """Goal test: the cell in front of the agent is one of ``cells`` (to pick up or toggle it)."""
     cells = set(cells)
     return lambda s: (s[0] + MOVES[s[2]][0], s[1] + MOVES[s[2]][1]) in cells
 
 
 def cells_where(env, test) -> list[Cell]:
+    """The cells ``(x, y)`` of the grid whose content (an object or None) passes ``test``."""
     g = env.unwrapped.grid
     return [(x, y) for y in range(g.height) for x in range(g.width) if test(g.get(x, y))]
 
@@ -105,7 +113,8 @@ def _deferred(env):
         if action is not None or facing(apples)(_state(env)):
             return Actions.pickup if action is None else action
     if door.is_locked and u.carrying is None:
-        return go(env, facing(cells_where(env, lambda o: o is not None and o.type == "key")), Actions.pickup)
+        return go(env, facing(cells_where(env, lambda o: o is not None and o.type == "key")),
+                  Actions.pickup)
     if not door.is_open:
         return go(env, facing([u.door_pos]), Actions.toggle)
     return go(env, at([u.goal_pos]))
@@ -196,4 +205,5 @@ class Expert:
             raise ValueError(f"unknown solver {solver!r}; valid solvers: babyai, planner")
 
     def act(self) -> int:
+        """The next action for the current state of the env."""
         return int(self._policy(self.env))

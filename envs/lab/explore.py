@@ -37,15 +37,19 @@ class MazeLevel(LabLevel):
         self.agent_pos = (-1, -1)
 
     def free_cells(self, exclude=()):
+        """``LabLevel.free_cells`` without the gaps, so no object blocks a passage."""
         return super().free_cells(list(exclude) + list(self.gaps.values()))
 
     def place(self, obj) -> Cell:
+        """Put ``obj`` on a random free cell (never a gap); returns the cell."""
         pos = self.random_free_cell()
         self.put_obj(obj, *pos)
         return pos
 
 
 class ObjectLocations(MazeLevel):
+    """explore_object_locations: apples (+1 on contact) come back once all are eaten."""
+
     mission_text = "collect the apples"
 
     def __init__(self, num_apples: int = 3, **kwargs):
@@ -73,6 +77,8 @@ class ObjectLocations(MazeLevel):
 
 
 class GoalLocations(MazeLevel):
+    """explore_goal_locations: the goal (+1) respawns the agent (``obstructed``: locked doors)."""
+
     mission_text = "find the goal"
 
     def __init__(self, obstructed: bool = False, **kwargs):
@@ -120,6 +126,8 @@ class GoalLocations(MazeLevel):
 
 
 class ObjectRewards(MazeLevel):
+    """explore_object_rewards: three kinds of object, each worth -1, +1 or +2 this episode."""
+
     mission_text = "collect the valuable objects"
     KINDS = {"ball": Ball, "box": Box, "key": Key}
     VALUES = (-1.0, 1.0, 2.0)

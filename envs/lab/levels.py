@@ -42,6 +42,8 @@ FAMILIES = ("rooms", "language", "lasertag", "natlab", "psychlab", "explore")
 
 @dataclass(frozen=True)
 class Level:
+    """One row of the table: the DMLab-30 level stood in for, how to build it, its solver."""
+
     dmlab: str  # the DMLab-30 level this one stands in for
     family: str  # one of FAMILIES
     build: str | type  # a registered MiniGrid/BabyAI id, or a MiniGridEnv subclass
@@ -59,61 +61,101 @@ def _lasertag(n: int, large: bool) -> dict:
 LEVELS: dict[str, Level] = {
     # rooms: objects in one or two rooms
     "CollectGoodObjects": Level("rooms_collect_good_objects_test", "rooms", CollectGoodObjects),
-    "ExploitDeferredEffects": Level("rooms_exploit_deferred_effects_test", "rooms", ExploitDeferredEffects),
-    "SelectNonmatchingObject": Level("rooms_select_nonmatching_object", "rooms", SelectNonmatchingObject),
+    "ExploitDeferredEffects": Level(
+        "rooms_exploit_deferred_effects_test", "rooms", ExploitDeferredEffects
+    ),
+    "SelectNonmatchingObject": Level(
+        "rooms_select_nonmatching_object", "rooms", SelectNonmatchingObject
+    ),
     "Watermaze": Level("rooms_watermaze", "rooms", Watermaze),
-    "KeysDoorsPuzzle": Level("rooms_keys_doors_puzzle", "rooms", "BabyAI-KeyCorridorS3R1-v0", solver="babyai"),
+    "KeysDoorsPuzzle": Level(
+        "rooms_keys_doors_puzzle", "rooms", "BabyAI-KeyCorridorS3R1-v0", solver="babyai"
+    ),
     # language: BabyAI instructions
     "SelectDescribedObject": Level(
-        "language_select_described_object", "language", "BabyAI-GoToLocalS6N3-v0", instruction=True, solver="babyai"
+        "language_select_described_object", "language", "BabyAI-GoToLocalS6N3-v0",
+        instruction=True, solver="babyai"
     ),
     "SelectLocatedObject": Level(
-        "language_select_located_object", "language", "BabyAI-PickupLoc-v0", instruction=True, solver="babyai"
+        "language_select_located_object", "language", "BabyAI-PickupLoc-v0",
+        instruction=True, solver="babyai"
     ),
     "ExecuteRandomTask": Level(
-        "language_execute_random_task", "language", "BabyAI-ActionObjDoor-v0", instruction=True, solver="babyai"
+        "language_execute_random_task", "language", "BabyAI-ActionObjDoor-v0",
+        instruction=True, solver="babyai"
     ),
     "AnswerQuantitativeQuestion": Level(
-        "language_answer_quantitative_question", "language", AnswerQuantitativeQuestion, instruction=True
+        "language_answer_quantitative_question", "language", AnswerQuantitativeQuestion,
+        instruction=True
     ),
     # lasertag: wandering opponents that tag back
-    "LaserTagOneOpponentSmall": Level("lasertag_one_opponent_small", "lasertag", LaserTag, _lasertag(1, False)),
-    "LaserTagThreeOpponentsSmall": Level("lasertag_three_opponents_small", "lasertag", LaserTag, _lasertag(3, False)),
-    "LaserTagOneOpponentLarge": Level("lasertag_one_opponent_large", "lasertag", LaserTag, _lasertag(1, True)),
-    "LaserTagThreeOpponentsLarge": Level("lasertag_three_opponents_large", "lasertag", LaserTag, _lasertag(3, True)),
+    "LaserTagOneOpponentSmall": Level(
+        "lasertag_one_opponent_small", "lasertag", LaserTag, _lasertag(1, False)
+    ),
+    "LaserTagThreeOpponentsSmall": Level(
+        "lasertag_three_opponents_small", "lasertag", LaserTag, _lasertag(3, False)
+    ),
+    "LaserTagOneOpponentLarge": Level(
+        "lasertag_one_opponent_large", "lasertag", LaserTag, _lasertag(1, True)
+    ),
+    "LaserTagThreeOpponentsLarge": Level(
+        "lasertag_three_opponents_large", "lasertag", LaserTag, _lasertag(3, True)
+    ),
     # natlab: foraging
     "ForageFixedLargeMap": Level(
         "natlab_fixed_large_map", "natlab", Forage,
         dict(size=15, num_food=15, num_rocks=20, fixed_map=True, max_steps=200),
     ),
     "ForageVaryingMapRegrowth": Level(
-        "natlab_varying_map_regrowth", "natlab", Forage, dict(size=11, num_food=6, num_rocks=10, regrow_steps=20)
+        "natlab_varying_map_regrowth", "natlab", Forage,
+        dict(size=11, num_food=6, num_rocks=10, regrow_steps=20)
     ),
     "ForageVaryingMapRandomized": Level(
         "natlab_varying_map_randomized", "natlab", Forage, dict(size=11, num_food=10, num_rocks=10)
     ),
     # skymaze (family explore): irreversible paths = lava crossings
-    "IrreversiblePathHard": Level("skymaze_irreversible_path_hard", "explore", "MiniGrid-LavaCrossingS9N3-v0"),
-    "IrreversiblePathVaried": Level("skymaze_irreversible_path_varied", "explore", VariedLavaCrossing),
+    "IrreversiblePathHard": Level(
+        "skymaze_irreversible_path_hard", "explore", "MiniGrid-LavaCrossingS9N3-v0"
+    ),
+    "IrreversiblePathVaried": Level(
+        "skymaze_irreversible_path_varied", "explore", VariedLavaCrossing
+    ),
     # psychlab: trials with a cue and two answer pads, memory, visual search
-    "ArbitraryVisuomotorMapping": Level("psychlab_arbitrary_visuomotor_mapping", "psychlab", ArbitraryVisuomotorMapping),
-    "ContinuousRecognition": Level("psychlab_continuous_recognition", "psychlab", ContinuousRecognition),
-    "SequentialComparison": Level("psychlab_sequential_comparison", "psychlab", "MiniGrid-MemoryS7-v0"),
-    "VisualSearch": Level("psychlab_visual_search", "psychlab", "BabyAI-GoToRedBallGrey-v0", solver="babyai"),
+    "ArbitraryVisuomotorMapping": Level(
+        "psychlab_arbitrary_visuomotor_mapping", "psychlab", ArbitraryVisuomotorMapping
+    ),
+    "ContinuousRecognition": Level(
+        "psychlab_continuous_recognition", "psychlab", ContinuousRecognition
+    ),
+    "SequentialComparison": Level(
+        "psychlab_sequential_comparison", "psychlab", "MiniGrid-MemoryS7-v0"
+    ),
+    "VisualSearch": Level(
+        "psychlab_visual_search", "psychlab", "BabyAI-GoToRedBallGrey-v0", solver="babyai"
+    ),
     # explore: mazes of small rooms, redrawn per episode
     "ObjectLocationsSmall": Level("explore_object_locations_small", "explore", ObjectLocations),
     "ObjectLocationsLarge": Level(
-        "explore_object_locations_large", "explore", ObjectLocations, dict(rooms=3, num_apples=5, max_steps=250)
+        "explore_object_locations_large", "explore", ObjectLocations,
+        dict(rooms=3, num_apples=5, max_steps=250)
     ),
-    "ObstructedGoalsSmall": Level("explore_obstructed_goals_small", "explore", GoalLocations, dict(obstructed=True)),
+    "ObstructedGoalsSmall": Level(
+        "explore_obstructed_goals_small", "explore", GoalLocations, dict(obstructed=True)
+    ),
     "ObstructedGoalsLarge": Level(
-        "explore_obstructed_goals_large", "explore", GoalLocations, dict(obstructed=True, rooms=3, max_steps=250)
+        "explore_obstructed_goals_large", "explore", GoalLocations,
+        dict(obstructed=True, rooms=3, max_steps=250)
     ),
     "GoalLocationsSmall": Level("explore_goal_locations_small", "explore", GoalLocations),
-    "GoalLocationsLarge": Level("explore_goal_locations_large", "explore", GoalLocations, dict(rooms=3, max_steps=250)),
-    "ObjectRewardsFew": Level("explore_object_rewards_few", "explore", ObjectRewards, dict(room=4, num_objects=5)),
+    "GoalLocationsLarge": Level(
+        "explore_goal_locations_large", "explore", GoalLocations, dict(rooms=3, max_steps=250)
+    ),
+    "ObjectRewardsFew": Level(
+        "explore_object_rewards_few", "explore", ObjectRewards, dict(room=4, num_objects=5)
+    ),
     "ObjectRewardsMany": Level(
-        "explore_object_rewards_many", "explore", ObjectRewards, dict(room=4, num_objects=12, max_steps=200)
+        "explore_object_rewards_many", "explore", ObjectRewards,
+        dict(room=4, num_objects=12, max_steps=200)
     ),
 }
 
@@ -138,6 +180,7 @@ class NoInstruction(gym.ObservationWrapper):
     """Blank the mission string: non-language levels give the agent no instruction."""
 
     def observation(self, obs):
+        """``obs`` with ``mission`` set to the empty string."""
         return {**obs, "mission": ""}
 
 
@@ -145,6 +188,7 @@ class QuietReset(gym.Wrapper):
     """Swallow the "Sampling rejected" lines BabyAI levels print while generating."""
 
     def reset(self, **kwargs):
+        """``env.reset`` with its stdout discarded."""
         with contextlib.redirect_stdout(io.StringIO()):
             return self.env.reset(**kwargs)
 
@@ -154,7 +198,8 @@ def make_level(level: str, **kwargs) -> gym.Env:
     try:
         spec = LEVELS[level]
     except KeyError:
-        raise KeyError(f"unknown lab30 level {level!r}; valid levels: {', '.join(LEVELS)}") from None
+        raise KeyError(f"unknown lab30 level {level!r}; valid levels: "
+                       f"{', '.join(LEVELS)}") from None
     if isinstance(spec.build, str):
         env = gym.make(spec.build, disable_env_checker=True, **spec.kwargs, **kwargs)
         return QuietReset(env) if spec.build.startswith("BabyAI-") else env
@@ -162,7 +207,7 @@ def make_level(level: str, **kwargs) -> gym.Env:
 
 
 def make_lab_env(level: str, **kwargs) -> gym.Env:
-    """A lab30 level as mira sees it (``PixelsAndInstruction``); the ``mira/Lab30-*`` entry point."""
+    """A lab30 level as mira sees it (``PixelsAndInstruction``); entry point of ``mira/Lab30-*``."""
     from envs.minigrid import PixelsAndInstruction
 
     env = make_level(level, **kwargs)

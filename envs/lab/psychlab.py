@@ -1,5 +1,7 @@
-"""Psychlab-style trial levels (Leibo et al. 2018, "Psychlab"), the stand-ins for
-``psychlab_arbitrary_visuomotor_mapping`` and ``psychlab_continuous_recognition``.
+"""Psychlab-style trial levels (Leibo et al. 2018, "Psychlab").
+
+The stand-ins for ``psychlab_arbitrary_visuomotor_mapping`` and
+``psychlab_continuous_recognition``.
 
 Each trial shows one cue object straight ahead of the agent; the agent answers by
 stepping onto the left (purple) or the right (yellow) floor pad beside it, i.e. two
@@ -83,6 +85,8 @@ class PsychlabTrials(LabLevel, abc.ABC):
 
 
 class ArbitraryVisuomotorMapping(PsychlabTrials):
+    """Each episode maps ``num_cues`` objects to sides at random; learnt by trial and error."""
+
     mission_text = "learn which side each object asks for"
 
     def __init__(self, num_cues: int = 4, **kwargs):
@@ -102,6 +106,8 @@ class ArbitraryVisuomotorMapping(PsychlabTrials):
 
 
 class ContinuousRecognition(PsychlabTrials):
+    """A stream of objects: left for one new in this episode, right for one seen before."""
+
     mission_text = "left for a new object right for one seen before"
 
     def _start_episode(self):

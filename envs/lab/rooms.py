@@ -1,5 +1,7 @@
-"""Single-room object levels: the lab30 stand-ins for DMLab-30's ``rooms_*`` levels and
-for ``language_answer_quantitative_question``.
+"""Single-room object levels: lab30 stand-ins for ``rooms_*`` and a counting question.
+
+They stand in for DMLab-30's ``rooms_*`` levels and for
+``language_answer_quantitative_question``.
 
 DMLab-30 (Beattie et al. 2016; the IMPALA paper's appendix lists the levels) has these as
 first-person 3D rooms; here each keeps the task's structure on a small MiniGrid room:
@@ -21,7 +23,19 @@ from minigrid.core.mission import MissionSpace
 from minigrid.core.world_object import Box, Floor, Key
 from minigrid.envs.memory import MemoryEnv
 
-from envs.lab.world import MOVES, Ball, Cell, Door, Goal, Grid, LabLevel, Target, Wall, accessible, reachable
+from envs.lab.world import (
+    MOVES,
+    Ball,
+    Cell,
+    Door,
+    Goal,
+    Grid,
+    LabLevel,
+    Target,
+    Wall,
+    accessible,
+    reachable,
+)
 
 ANSWER_COLORS = ("red", "blue", "purple", "yellow")
 
@@ -31,7 +45,8 @@ class CollectGoodObjects(LabLevel):
 
     mission_text = "collect the good objects"
 
-    def __init__(self, size: int = 8, num_good: int = 3, num_bad: int = 3, max_steps: int = 120, **kwargs):
+    def __init__(self, size: int = 8, num_good: int = 3, num_bad: int = 3, max_steps: int = 120,
+                 **kwargs):
         self.num_good, self.num_bad = num_good, num_bad
         super().__init__(size=size, max_steps=max_steps, **kwargs)
 
@@ -191,7 +206,8 @@ class AnswerQuantitativeQuestion(LabLevel):
     def _pads_apart(self) -> bool:
         """Can each pad be reached without stepping on the other one?"""
         floor = reachable(self.grid, tuple(self.agent_pos), walkable=lambda obj: obj is None)
-        return all(any((x + dx, y + dy) in floor for dx, dy in MOVES) for x, y in self.pads.values())
+        return all(any((x + dx, y + dy) in floor for dx, dy in MOVES)
+                   for x, y in self.pads.values())
 
     def _after_step(self, reward, terminated):
         pos = tuple(self.agent_pos)

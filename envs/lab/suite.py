@@ -24,7 +24,8 @@ from envs.suites import ENVS, EnvConfig, SuiteSpec
 SCORE_SUITE = "lab"
 SCORES_CSV = "lab30_scores.csv"
 SCORE_COLUMNS = (
-    "level", "dmlab_level", "family", "random", "reference", "reference_solver", "episodes", "success_rate",
+    "level", "dmlab_level", "family", "random", "reference", "reference_solver", "episodes",
+    "success_rate",
 )
 
 
@@ -36,11 +37,13 @@ def _make_lab(levels: tuple[str, ...], task: int, seed: int) -> gym.Env:
 
 @ENVS.register("lab30")
 def lab30_suite(cfg: EnvConfig) -> SuiteSpec:
+    """All 30 lab30 levels as tasks, in ``LAB30`` order; 7 actions, scores under "lab"."""
     return SuiteSpec(list(LAB30), functools.partial(_make_lab, tuple(LAB30)), 7, SCORE_SUITE)
 
 
 @ENVS.register("lab6")
 def lab6_suite(cfg: EnvConfig) -> SuiteSpec:
+    """The six ``LAB6`` levels (one per family) as tasks; 7 actions, scores under "lab"."""
     return SuiteSpec(list(LAB6), functools.partial(_make_lab, tuple(LAB6)), 7, SCORE_SUITE)
 
 

@@ -32,9 +32,11 @@ class Food(Ball):
     """A ball the agent eats by stepping onto it (natlab mushrooms, explore apples)."""
 
     def can_overlap(self) -> bool:
+        """True: the agent steps onto it, which eats it."""
         return True
 
     def can_pickup(self) -> bool:
+        """False: it is eaten by stepping onto it, never carried."""
         return False
 
 
@@ -42,6 +44,7 @@ class Target(Ball):
     """A ball that blocks the way and cannot be picked up (opponents, cues)."""
 
     def can_pickup(self) -> bool:
+        """False: opponents and cues stay on the grid."""
         return False
 
 
@@ -80,8 +83,8 @@ class LabLevel(MiniGridEnv):
 
     mission_text = ""
 
-    def __init__(self, size: int | None = None, width: int | None = None, height: int | None = None,
-                 max_steps: int = 100, **kwargs):
+    def __init__(self, size: int | None = None, width: int | None = None,
+                 height: int | None = None, max_steps: int = 100, **kwargs):
         super().__init__(
             mission_space=self._mission_space(),
             grid_size=size,
@@ -101,6 +104,7 @@ class LabLevel(MiniGridEnv):
     # --- stepping -------------------------------------------------------------------
 
     def step(self, action):
+        """``MiniGridEnv.step`` with the ``_on_pickup``/``_on_toggle``/``_after_step`` hooks."""
         reward = 0.0
         fwd = tuple(self.front_pos)
         fwd_cell = self.grid.get(*fwd)
@@ -120,6 +124,7 @@ class LabLevel(MiniGridEnv):
         return obs, reward, terminated, truncated, info
 
     def reset(self, *, seed=None, options=None):
+        """``MiniGridEnv.reset``; the first observation already shows what ``_gen_grid`` built."""
         self._dirty = False
         out = super().reset(seed=seed, options=options)
         self._dirty = False  # the first observation was rendered after _gen_grid
@@ -137,10 +142,12 @@ class LabLevel(MiniGridEnv):
     # --- helpers --------------------------------------------------------------------
 
     def remove(self, pos: Cell) -> None:
+        """Empty cell ``pos``; the step's observation is then rendered again."""
         self.grid.set(*pos, None)
         self._dirty = True
 
     def put(self, obj: WorldObj, pos: Cell) -> None:
+        """Place ``obj`` at ``pos``; the step's observation is then rendered again."""
         self.put_obj(obj, *pos)
         self._dirty = True
 
@@ -155,6 +162,7 @@ class LabLevel(MiniGridEnv):
         ]
 
     def random_free_cell(self, exclude: Iterable[Cell] = ()) -> Cell:
+        """A uniformly drawn cell of ``free_cells(exclude)`` (through ``self.np_random``)."""
         cells = self.free_cells(exclude)
         return cells[self._rand_int(0, len(cells))]
 
@@ -167,7 +175,8 @@ class LabLevel(MiniGridEnv):
 
 def connected(grid: Grid, walkable=passable) -> bool:
     """Are all ``walkable`` cells of ``grid`` one connected region?"""
-    cells = [(x, y) for y in range(grid.height) for x in range(grid.width) if walkable(grid.get(x, y))]
+    cells = [(x, y) for y in range(grid.height) for x in range(grid.width)
+             if walkable(grid.get(x, y))]
     return not cells or len(reachable(grid, cells[0], walkable)) == len(cells)
 
 
@@ -179,7 +188,8 @@ def accessible(grid: Grid, start: Cell) -> bool:
             obj = grid.get(x, y)
             if (x, y) in reach or isinstance(obj, Wall):
                 continue
-            if obj is None or obj.can_overlap() or not any((x + dx, y + dy) in reach for dx, dy in MOVES):
+            if (obj is None or obj.can_overlap()
+                    or not any((x + dx, y + dy) in reach for dx, dy in MOVES)):
                 return False
     return True
 
