@@ -15,6 +15,7 @@ from torch import nn
 from agents.config import AgentConfig
 from agents.cores import CORES, State, input_form
 from agents.heads import HEADS
+from agents.registry import typed_options
 from agents.torsos import TORSOS
 
 # Inputs an agent reads besides the observation keys, all [T, B].
@@ -62,13 +63,16 @@ class Agent(nn.Module):
         super().__init__()
         self.obs_keys = tuple(sorted(obs_shapes))
         self.num_actions = num_actions
-        core_cls = CORES.get(cfg.core)
-        as_set = input_form(core_cls, cfg.core_options) == "spatial"
-        self.torso = TORSOS.get(cfg.torso)(obs_shapes, num_actions, as_set=as_set,
-                                           obs_vocab=obs_vocab, **cfg.torso_options)
-        self.core = core_cls(self.torso.output_size, **cfg.core_options)
-        self.head = HEADS.get(cfg.head)(self.core.output_size, num_actions, num_tasks,
-                                        **cfg.head_options)
+        torso_cls, core_cls = TORSOS.get(cfg.torso), CORES.get(cfg.core)
+        head_cls = HEADS.get(cfg.head)
+        # Typed on load (learners/config.py); an AgentConfig built by hand may hold mappings.
+        core_config = typed_options(core_cls.Config, cfg.core_options)
+        as_set = input_form(core_cls, core_config) == "spatial"
+        self.torso = torso_cls(obs_shapes, num_actions, as_set=as_set, obs_vocab=obs_vocab,
+                               config=typed_options(torso_cls.Config, cfg.torso_options))
+        self.core = core_cls(self.torso.output_size, config=core_config)
+        self.head = head_cls(self.core.output_size, num_actions, num_tasks,
+                             config=typed_options(head_cls.Config, cfg.head_options))
         self.value_output = TaskValueOutput(num_tasks) if popart else None
 
     @property

@@ -1,13 +1,18 @@
 """The ``agent`` section of a config: which torso, core and head, and their options.
 
-Options are free-form in YAML but typed on load: ``core_options`` must be fields of the
-chosen core's ``Config`` dataclass (likewise heads and torsos), and the resolved config
-that a run saves holds every option with its value.
+Options are a mapping in YAML and typed on load: ``learners.config.load_config`` turns
+``core_options`` into the chosen core's ``Config`` dataclass (likewise heads and torsos;
+unknown keys and wrong types fail with the key named), and that object is what the agent
+hands the core. The config a run saves holds every option with its value.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
+
+# A mapping of the component's Config fields in YAML; that Config itself once loaded.
+Options = Any
 
 
 @dataclass
@@ -17,7 +22,6 @@ class AgentConfig:
     torso: str = "shallow"  # encoder: a name in agents.torsos.TORSOS
     core: str = "lstm"  # recurrent core: a name in agents.cores.CORES
     head: str = "linear"  # policy/value head: a name in agents.heads.HEADS
-    torso_options: dict = field(default_factory=dict)  # fields of the torso's Config
-    # fields of the core's Config (e.g. hidden_size)
-    core_options: dict = field(default_factory=dict)
-    head_options: dict = field(default_factory=dict)  # fields of the head's Config
+    torso_options: Options = field(default_factory=dict)  # the torso's Config
+    core_options: Options = field(default_factory=dict)  # the core's Config (e.g. hidden_size)
+    head_options: Options = field(default_factory=dict)  # the head's Config

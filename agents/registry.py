@@ -73,3 +73,23 @@ def check_choices(obj, prefix: str = "") -> None:
         if allowed is not None and value is not None and value not in allowed:
             raise ValueError(f"{prefix}{f.name} must be one of {', '.join(map(str, allowed))}, "
                              f"got {value!r}")
+
+
+def typed_options(config_cls: type, config=None, options: dict | None = None):
+    """A component's options as its ``Config``: ``config`` itself, or built from ``options``.
+
+    Components take either the typed config that the experiment config resolved on load
+    (``learners/config.py``) or keyword options when built directly
+    (``LSTMCore(64, hidden_size=32)``); a mapping given as ``config`` (an ``AgentConfig``
+    built by hand) is read as options. Both at once is a TypeError.
+    """
+    if isinstance(config, dict):
+        config, options = None, {**config, **(options or {})}
+    if config is not None:
+        if options:
+            raise TypeError(f"give {config_cls.__name__} or keyword options, not both "
+                            f"(got {sorted(options)} with it)")
+        if not isinstance(config, config_cls):
+            raise TypeError(f"expected {config_cls.__name__}, got {type(config).__name__}")
+        return config
+    return config_cls(**(options or {}))

@@ -27,7 +27,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from agents.registry import Registry, check_choices
+from agents.registry import Registry, check_choices, typed_options
 
 TORSOS: Registry = Registry("torso")
 
@@ -68,11 +68,12 @@ class ShallowTorso(nn.Module):
         num_actions: int,
         as_set: bool = False,
         obs_vocab: dict[str, int] | None = None,
+        config: ShallowConfig | None = None,
         **options,
     ):
-        """``options``: the fields of ``ShallowConfig`` (defaults and checks live there, once)."""
+        """``config``, or ``options`` as its fields (defaults and checks live there, once)."""
         super().__init__()
-        self.config = cfg = ShallowConfig(**options)
+        self.config = cfg = typed_options(ShallowConfig, config, options)
         hidden_size, instruction, init = cfg.hidden_size, cfg.instruction, cfg.init
         word_embedding_size, instruction_size = cfg.word_embedding_size, cfg.instruction_size
         c, h, w = obs_shapes["pixels"]

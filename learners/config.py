@@ -347,12 +347,13 @@ def check_range(key: str, value, low, high, low_open: bool = False,
                           f"got {value!r}")
 
 
-def _check_option_ranges(options: dict, key: str) -> None:
-    """Range-check component options; a value out of range is a ConfigError naming its key.
+def _check_option_ranges(options: Any, key: str) -> None:
+    """Range-check a component's typed options; a value out of range is a ConfigError naming it.
 
     Every integer is a size or a count (>= 1), every ``*dropout`` a probability in [0, 1).
     """
-    for name, value in options.items():
+    fields = dataclasses.fields(options) if dataclasses.is_dataclass(options) else ()
+    for name, value in ((f.name, getattr(options, f.name)) for f in fields):
         if isinstance(value, bool):
             continue
         if isinstance(value, int):
@@ -423,14 +424,25 @@ def _reset_switched_options(data: dict, parsed: list[tuple[str, Any]]) -> None:
               f"({', '.join(sorted(options))}); {rest}", file=sys.stderr)
 
 
-def _resolve_options(registry, name: str, options: dict, key: str) -> dict:
+def _resolve_options(registry, name: str, options: Any, key: str) -> Any:
+    """The options of component ``name`` as its ``Config`` (the object its constructor takes).
+
+    ``options`` is the YAML mapping, or the Config itself when the config was validated
+    before; anything else is a ConfigError naming ``key``.
+    """
     cls = registry.get(name)
     option_cls = getattr(cls, "Config", None)
     if option_cls is None:
         if options:
             raise ConfigError(f"{key}: {name!r} takes no options, got {sorted(options)}")
         return {}
-    return to_dict(from_dict(option_cls, options, key))
+    if isinstance(options, option_cls):
+        return options
+    if not isinstance(options, dict):
+        raise ConfigError(f"{key}: expected a mapping of {name} options "
+                          f"({', '.join(f.name for f in dataclasses.fields(option_cls))}), "
+                          f"got {options!r}")
+    return from_dict(option_cls, options, key)
 
 
 def validate(cfg: ExperimentConfig, runtime: bool = True) -> None:

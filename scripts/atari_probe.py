@@ -85,7 +85,7 @@ def readout(config: str, overrides: list[str], updates: int, T: int = 20, B: int
     print(f"[probe] {cfg.env.game} RAM[{SCREEN_RAM[cfg.env.game]}] from frames, "
           f"optimizer {cfg.learner.optimizer.name} lr {cfg.learner.optimizer.lr} "
           f"eps {cfg.learner.optimizer.eps}, "
-          f"torso init {cfg.agent.torso_options.get('init', 'torch')}: "
+          f"torso init {cfg.agent.torso_options.init}: "
           f"explained variance {history[0][1]:.3f} at 0 updates", flush=True)
     for k in range(1, updates + 1):
         u = int(rng.integers(n_train))

@@ -186,3 +186,30 @@ def test_orthogonal_torso_init_keeps_the_feature_scale():
     assert rms["orthogonal"] > 5 * rms["torch"], rms
     with pytest.raises(ValueError, match="init must be one of torch, orthogonal"):
         ShallowTorso({"pixels": (4, 84, 84)}, 6, init="xavier")
+
+
+def test_component_options_arrive_typed_as_the_loader_resolved_them():
+    """Issue 13: ``agent.*_options`` become each component's Config on load, once.
+
+    The agent hands those very objects to the torso, core and head (no trip back through a
+    dict), a Config and keyword options are not mixed, and an AgentConfig built by hand
+    with mappings still builds (its options typed by the component).
+    """
+    from agents.cores.rims import RIMsConfig
+    from agents.registry import typed_options
+    from learners.config import load_config
+
+    cfg = load_config(None, ["agent.core=rims", "agent.core_options.unit_size=8",
+                             "agent.head=multiplicative", "agent.torso_options.hidden_size=16"])
+    assert isinstance(cfg.agent.core_options, RIMsConfig)
+    agent = Agent(cfg.agent, OBS, A, TASKS, {"instruction": 1024})
+    assert agent.core.config is cfg.agent.core_options
+    assert agent.head.config is cfg.agent.head_options
+    assert agent.torso.config is cfg.agent.torso_options
+    with pytest.raises(TypeError, match="not both"):
+        CORES.get("rims")(16, cfg.agent.core_options, unit_size=4)
+    with pytest.raises(TypeError, match="expected RIMsConfig"):
+        typed_options(RIMsConfig, cfg.agent.head_options)
+    by_hand = Agent(AgentConfig(core="lstm", core_options={"hidden_size": 8}), OBS, A, TASKS,
+                    {"instruction": 1024})
+    assert by_hand.core.config.hidden_size == 8 and by_hand.core.output_size == 8

@@ -54,7 +54,7 @@ def test_rims_study_uses_the_paper_widths(tmp_path, capsys):
 
     _, trials, _ = load_spec(tmp_path / "panel_compare.yaml")
     by_core = {t.cfg.agent.core: t.cfg.agent.core_options for t in trials}
-    assert by_core["lstm"]["hidden_size"] == 512
-    assert (by_core["rims"]["num_units"], by_core["rims"]["unit_size"],
-            by_core["rims"]["k_active"]) == (6, 85, 5)
+    assert by_core["lstm"].hidden_size == 512
+    assert (by_core["rims"].num_units, by_core["rims"].unit_size,
+            by_core["rims"].k_active) == (6, 85, 5)
     assert all(t.cfg.env.episodic_life for t in trials)  # the PPO preset's, as Kostrikov's wrappers

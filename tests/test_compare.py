@@ -59,7 +59,7 @@ def test_dry_run_lists_trials_and_their_run_dirs(tmp_path, capsys):
                  "hidden-size-32-seed0", "hidden-size-32-seed1"):
         assert slug in err
     spec, trials, out = load_spec(path)
-    assert [t.cfg.agent.core_options["hidden_size"] for t in trials] == [16, 16, 32, 32]
+    assert [t.cfg.agent.core_options.hidden_size for t in trials] == [16, 16, 32, 32]
     assert [t.cfg.run.seed for t in trials] == [0, 1, 0, 1]
     assert trials[0].dir == out / "trials" / "hidden-size-16-seed0" and not out.exists()
 
@@ -159,8 +159,8 @@ def test_explicit_variants_cross_the_matrix_and_carry_their_options(tmp_path):
                                            "head-linear_hidden-size-32",
                                            "head-multiplicative_context-learnt_hidden-size-16",
                                            "head-multiplicative_context-learnt_hidden-size-32"]
-    assert [t.cfg.agent.head_options.get("context") for t in trials] == [None, None,
+    assert [getattr(t.cfg.agent.head_options, "context", None) for t in trials] == [None, None,
                                                                           "learnt", "learnt"]
-    assert trials[3].cfg.agent.core_options["hidden_size"] == 32
+    assert trials[3].cfg.agent.core_options.hidden_size == 32
     with pytest.raises(ConfigError, match=r"variants\[1\]: expected a mapping"):
         load_spec(write_compare(tmp_path, variants=[{"agent.head": "linear"}, "multi_head"]))

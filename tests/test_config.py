@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from learners.config import ConfigError, load_config
+from learners.config import ConfigError, load_config, to_dict
 from scripts.cli import main
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -29,8 +29,11 @@ def test_overrides_and_types():
 
 
 def test_core_options_are_filled_and_typed():
+    from agents.cores.lstm import LSTMConfig
+
     cfg = load_config(None, ["agent.core_options.hidden_size=64"])
-    assert cfg.agent.core_options == {"hidden_size": 64}
+    assert cfg.agent.core_options == LSTMConfig(hidden_size=64)
+    assert to_dict(cfg)["agent"]["core_options"] == {"hidden_size": 64}  # what a run saves
 
 
 @pytest.mark.parametrize(
@@ -117,16 +120,16 @@ def test_unreadable_and_malformed_config_files_are_one_line_errors(tmp_path, cap
 def test_switching_the_core_on_the_command_line_drops_the_old_cores_options(capsys):
     # configs/impala_minigrid.yaml sets agent.core_options.hidden_size, which RIMs does not take.
     cfg = load_config(ROOT / "configs/impala_minigrid.yaml", ["agent.core=rims"])
-    assert cfg.agent.core == "rims" and cfg.agent.core_options["num_units"] == 6
+    assert cfg.agent.core == "rims" and cfg.agent.core_options.num_units == 6
     err = capsys.readouterr().err
     assert ("agent.core=rims replaces lstm: dropping the config's agent.core_options "
             "(hidden_size)") in err
     cfg = load_config(ROOT / "configs/impala_minigrid.yaml",
                       ["agent.core=rims", "agent.core_options.k_active=3"])
     # options given with the switch apply to the new core
-    assert cfg.agent.core_options["k_active"] == 3
+    assert cfg.agent.core_options.k_active == 3
     capsys.readouterr()
     # no switch: options kept
     cfg = load_config(ROOT / "configs/impala_minigrid.yaml", ["agent.core=lstm"])
-    assert "replaces" not in capsys.readouterr().err and cfg.agent.core_options["hidden_size"] == \
-        load_config(ROOT / "configs/impala_minigrid.yaml").agent.core_options["hidden_size"]
+    assert "replaces" not in capsys.readouterr().err and cfg.agent.core_options.hidden_size == \
+        load_config(ROOT / "configs/impala_minigrid.yaml").agent.core_options.hidden_size

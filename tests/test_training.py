@@ -37,7 +37,7 @@ def test_smoke_run_leaves_a_complete_run_directory(tmp_path, small_cfg):
     assert summary["frames"] == saved["frames"]
     # The resolved config round-trips.
     again = load_config(run / "config.yaml")
-    assert again.agent.core_options == {"hidden_size": 32}
+    assert again.agent.core_options.hidden_size == 32
 
 
 def test_tensorboard_has_the_promised_scalars(tmp_path, small_cfg):

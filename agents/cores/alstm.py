@@ -49,6 +49,7 @@ import torch
 from torch import nn
 
 from agents.cores import CORES, State, mask_state
+from agents.registry import typed_options
 
 
 @dataclass
@@ -69,10 +70,10 @@ class ALSTMCore(nn.Module):
 
     Config = ALSTMConfig
 
-    def __init__(self, input_size: int, **options):
-        """``options``: the fields of ``ALSTMConfig`` (their defaults live there, once)."""
+    def __init__(self, input_size: int, config: ALSTMConfig | None = None, **options):
+        """``config``, or ``options`` as its fields (their defaults live there, once)."""
         super().__init__()
-        self.config = cfg = ALSTMConfig(**options)
+        self.config = cfg = typed_options(ALSTMConfig, config, options)
         D, H, A = input_size, cfg.hidden_size, cfg.adaptation_size
         self.input_size, self.hidden_size, self.adaptation_size = D, H, A
         self.output_size = H

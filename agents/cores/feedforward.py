@@ -18,6 +18,7 @@ import torch
 from torch import nn
 
 from agents.cores import CORES, State
+from agents.registry import typed_options
 
 
 @dataclass
@@ -32,9 +33,9 @@ class FeedForwardCore(nn.Module):
     Config = FeedForwardConfig
     stateless = True  # the output does not depend on the state (tests/test_cores.py)
 
-    def __init__(self, input_size: int, **options):
+    def __init__(self, input_size: int, config: FeedForwardConfig | None = None, **options):
         super().__init__()
-        self.config = FeedForwardConfig(**options)
+        self.config = typed_options(FeedForwardConfig, config, options)
         self.output_size = input_size
 
     def initial_state(self, batch_size: int, device=None) -> State:

@@ -16,6 +16,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from agents.cores import CORES, State, mask_state
+from agents.registry import typed_options
 
 
 @dataclass
@@ -31,10 +32,10 @@ class LSTMCore(nn.Module):
 
     Config = LSTMConfig
 
-    def __init__(self, input_size: int, **options):
-        """``options``: the fields of ``LSTMConfig`` (their defaults live there, once)."""
+    def __init__(self, input_size: int, config: LSTMConfig | None = None, **options):
+        """``config``, or ``options`` as its fields (their defaults live there, once)."""
         super().__init__()
-        self.config = cfg = LSTMConfig(**options)
+        self.config = cfg = typed_options(LSTMConfig, config, options)
         self.cell = nn.LSTMCell(input_size, cfg.hidden_size)
         self.output_size = cfg.hidden_size
 

@@ -29,6 +29,7 @@ import torch
 from torch import nn
 
 from agents.cores import CORES, State, mask_state
+from agents.registry import typed_options
 
 
 @dataclass
@@ -48,10 +49,10 @@ class MILSTMCore(nn.Module):
 
     Config = MILSTMConfig
 
-    def __init__(self, input_size: int, **options):
-        """``options``: the fields of ``MILSTMConfig`` (their defaults live there, once)."""
+    def __init__(self, input_size: int, config: MILSTMConfig | None = None, **options):
+        """``config``, or ``options`` as its fields (their defaults live there, once)."""
         super().__init__()
-        self.config = cfg = MILSTMConfig(**options)
+        self.config = cfg = typed_options(MILSTMConfig, config, options)
         H = cfg.hidden_size
         bound = 1 / math.sqrt(H)
         # Gate order i, f, g, o along the last axis (as nn.LSTMCell).

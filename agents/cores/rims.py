@@ -72,7 +72,7 @@ import torch
 from torch import nn
 
 from agents.cores import CORES, State, mask_state
-from agents.registry import check_choices
+from agents.registry import check_choices, typed_options
 
 
 @dataclass
@@ -132,13 +132,13 @@ class RIMsCore(nn.Module):
     Config = RIMsConfig
 
     @staticmethod
-    def input_form(options: dict) -> str:
+    def input_form(config: RIMsConfig) -> str:
         """``spatial`` when the core attends over the torso's positions (``input_set``)."""
-        return RIMsConfig(**options).input_set
+        return config.input_set
 
-    def __init__(self, input_size: int, **options):
+    def __init__(self, input_size: int, config: RIMsConfig | None = None, **options):
         super().__init__()
-        cfg = RIMsConfig(**options)
+        cfg = typed_options(RIMsConfig, config, options)
         self.config = cfg
         U, H = cfg.num_units, cfg.unit_size
         self.output_size = U * H

@@ -12,6 +12,7 @@ import torch
 from torch import nn
 
 from agents.heads import HEADS
+from agents.registry import typed_options
 
 
 @dataclass
@@ -28,8 +29,10 @@ class LinearHead(nn.Module):
     Config = LinearHeadConfig
     reads_task_id = False
 
-    def __init__(self, input_size: int, num_actions: int, num_tasks: int = 1):
+    def __init__(self, input_size: int, num_actions: int, num_tasks: int = 1,
+                 config: LinearHeadConfig | None = None):
         super().__init__()
+        self.config = typed_options(LinearHeadConfig, config)
         self.policy = nn.Linear(input_size, num_actions)
         self.value = nn.Linear(input_size, 1)
 

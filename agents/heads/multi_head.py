@@ -20,6 +20,7 @@ import torch
 from torch import nn
 
 from agents.heads import HEADS
+from agents.registry import typed_options
 
 
 @dataclass
@@ -36,8 +37,10 @@ class MultiHead(nn.Module):
     Config = MultiHeadConfig
     reads_task_id = True
 
-    def __init__(self, input_size: int, num_actions: int, num_tasks: int = 1):
+    def __init__(self, input_size: int, num_actions: int, num_tasks: int = 1,
+                 config: MultiHeadConfig | None = None):
         super().__init__()
+        self.config = typed_options(MultiHeadConfig, config)
         self.num_actions, self.num_tasks = num_actions, num_tasks
         # nn.Linear's initialisation, per task: U(-1/sqrt(H), 1/sqrt(H)).
         bound = 1.0 / math.sqrt(input_size)

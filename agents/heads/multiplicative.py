@@ -33,7 +33,7 @@ from torch import nn
 
 from agents.heads import HEADS
 from agents.layers.multiplicative import Form, Init, MultiplicativeInteraction
-from agents.registry import check_choices
+from agents.registry import check_choices, typed_options
 
 
 @dataclass
@@ -63,13 +63,11 @@ class MultiplicativeHead(nn.Module):
     Config = MultiplicativeHeadConfig
     reads_task_id = True  # default only; __init__ sets the instance value from `context`
 
-    def __init__(self, input_size: int, num_actions: int, num_tasks: int = 1, **options):
-        """``options``: the fields of ``MultiplicativeHeadConfig``.
-
-        Their defaults and checks live there, once.
-        """
+    def __init__(self, input_size: int, num_actions: int, num_tasks: int = 1,
+                 config: MultiplicativeHeadConfig | None = None, **options):
+        """``config``, or ``options`` as its fields (their defaults and checks live there, once)."""
         super().__init__()
-        self.config = cfg = MultiplicativeHeadConfig(**options)
+        self.config = cfg = typed_options(MultiplicativeHeadConfig, config, options)
         self.context, self.num_actions, self.num_tasks = cfg.context, num_actions, num_tasks
         self.reads_task_id = cfg.context == "task_id"
         context_in = num_tasks if self.reads_task_id else input_size
