@@ -48,9 +48,9 @@ def _recurrence_check(L) -> str | None:
 def _impala_check(cfg) -> str | None:
     L = cfg.learner
     for key, on in (("recurrence", L.recurrence), ("clip_value", L.clip_value)):
-        if on and not L.fixed_targets:
+        if on and not L.impala.fixed_targets:
             return (f"learner.{key} needs targets fixed for the whole update: "
-                    "set learner.fixed_targets=true "
+                    "set learner.impala.fixed_targets=true "
                     f"(or learner.{key}={'0' if key == 'recurrence' else 'false'})")
     if (problem := _recurrence_check(L)) is not None:
         return problem

@@ -5,7 +5,7 @@ STYLE.md rule 6's container on the learner's side.
 Every step field is time-major ``[T + 1, B]`` (``behaviour_logits`` ``[T + 1, B, A]``, each
 observation ``[T + 1, B, ...]``) on the learner's device, as ``envs/trajectory.py`` describes
 them; ``mask`` (1 = real step) exists when columns are padding. PPO (and IMPALA with
-``learner.fixed_targets``) adds its targets, ``advantages``, ``returns`` and ``old_values``
+``learner.impala.fixed_targets``) adds its targets, ``advantages``, ``returns`` and ``old_values``
 (``[T, B]``; IMPALA also ``value_targets``), before its epochs (``learners/ppo.py``,
 ``learners/impala.py``); cut into chunks of ``k`` steps (``chunk_sequences``), every field is
 ``[k, C B]`` and ``steps`` is ``k``. The losses read attributes, never strings; ``map``
@@ -43,7 +43,7 @@ class Batch:
     final_value: Tensor
     mask: Tensor | None = None  # [T + 1, B]: 1 on real steps, 0 on padding columns
     # Targets fixed for an update's epochs (PPO's GAE; IMPALA's V-trace with
-    # learner.fixed_targets), [T, B]:
+    # learner.impala.fixed_targets), [T, B]:
     advantages: Tensor | None = None  # the policy gradient's advantages
     returns: Tensor | None = None  # the value targets, in the head's value space
     old_values: Tensor | None = None  # values at the update's start (the value clip's centre)

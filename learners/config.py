@@ -23,6 +23,8 @@ import yaml
 from agents.config import AgentConfig
 from agents.registry import choices
 from envs.suites import EnvConfig
+from learners.impala import ImpalaConfig
+from learners.ppo import PPOConfig
 
 
 class ConfigError(ValueError):
@@ -93,15 +95,6 @@ class LearnerConfig:
     # none, clip ([-1, 1], Atari), soft_asymmetric (DMLab)
     reward_clip: Literal["none", "clip", "soft_asymmetric"] = "clip"
     lambda_: float = 1.0  # V-trace lambda / GAE lambda
-    clip_rho_threshold: float = 1.0  # V-trace rho-bar
-    clip_pg_rho_threshold: float = 1.0  # V-trace rho-bar for the policy gradient
-    clip_c_threshold: float = 1.0  # V-trace c-bar
-    # IMPALA: 0 = the paper's policy gradient; eps > 0 = PPO's clipped surrogate on pi/mu
-    # (RLlib's APPO)
-    surrogate_clip: float = 0.0
-    # IMPALA: V-trace once per batch from the weights at its start, kept through
-    # epochs/minibatches (as PPO's GAE); false = at every step
-    fixed_targets: bool = False
 
     # Both losses; their defaults come from the algorithm (learners/algorithms.py):
 
@@ -116,18 +109,12 @@ class LearnerConfig:
     # optimizer.eps and max_grad_norm mean
     loss_reduction: Literal["sum", "mean"] | None = None
     # cut each unroll into sequences of this many steps for the minibatches (0 = whole
-    # unrolls; IMPALA: with fixed_targets)
+    # unrolls; IMPALA: with impala.fixed_targets)
     recurrence: int = 0
     clip_eps: float = 0.1  # PPO's ratio clip; the value clip's half-width when clip_value
     # clip the value update around the update's starting values; default: PPO yes, IMPALA no
-    # (IMPALA: with fixed_targets)
+    # (IMPALA: with impala.fixed_targets)
     clip_value: bool | None = None
-
-    # PPO only:
-
-    target_kl: float = 0.0  # stop the epochs early when approx KL exceeds this (0 = off)
-
-    # Both losses:
 
     popart: bool = False  # per-task PopArt value normalisation (Hessel et al. 2019)
     popart_beta: float = 3e-4  # PopArt statistics step size
@@ -136,6 +123,11 @@ class LearnerConfig:
     # stop the run after this many updates in a row with a non-finite loss or gradient
     max_skipped_updates: int = 5
     optimizer: OptimizerConfig = field(default_factory=OptimizerConfig)
+
+    # Settings one algorithm alone reads, declared beside its loss:
+
+    impala: ImpalaConfig = field(default_factory=ImpalaConfig)  # learners/impala.py
+    ppo: PPOConfig = field(default_factory=PPOConfig)  # learners/ppo.py
 
 
 @dataclass
@@ -309,15 +301,15 @@ RANGES: dict[str, tuple] = {
     "learner.entropy_cost": (0, None, False, False),
     "learner.baseline_cost": (0, None, False, False),
     "learner.lambda_": (0, 1, False, False),
-    "learner.clip_rho_threshold": (0, None, True, False),
-    "learner.clip_pg_rho_threshold": (0, None, True, False),
-    "learner.clip_c_threshold": (0, None, True, False),
+    "learner.impala.clip_rho_threshold": (0, None, True, False),
+    "learner.impala.clip_pg_rho_threshold": (0, None, True, False),
+    "learner.impala.clip_c_threshold": (0, None, True, False),
     "learner.epochs": (1, None, False, False),
     "learner.minibatches": (1, None, False, False),
     "learner.recurrence": (0, None, False, False),
     "learner.clip_eps": (0, None, True, False),
-    "learner.surrogate_clip": (0, 1, False, True),
-    "learner.target_kl": (0, None, False, False),
+    "learner.impala.surrogate_clip": (0, 1, False, True),
+    "learner.ppo.target_kl": (0, None, False, False),
     "learner.popart_beta": (0, 1, True, False),
     "learner.max_skipped_updates": (1, None, False, False),
     "learner.optimizer.lr": (0, None, True, False),
@@ -374,7 +366,7 @@ def load_config(path: str | Path | None = None, overrides: list[str] | None = No
         if not isinstance(data, dict):
             raise ConfigError(f"{p}: expected a mapping of sections at the top level")
     migrate(data)
-    parsed = parse_overrides(overrides or [])
+    parsed = [(MOVED.get(key, key), value) for key, value in parse_overrides(overrides or [])]
     _reset_switched_options(data, parsed)
     for key, value in parsed:
         _set_dotted(data, key, value)
@@ -383,12 +375,31 @@ def load_config(path: str | Path | None = None, overrides: list[str] | None = No
     return cfg
 
 
+# Keys that moved, old -> new: the settings one algorithm alone reads left the learner
+# section for its own (2026-11-24); saved runs, presets and commands that use the old names
+# keep working.
+MOVED = {f"learner.{name}": f"learner.{section}.{name}" for section, names in (
+    ("impala", ("clip_rho_threshold", "clip_pg_rho_threshold", "clip_c_threshold",
+                "surrogate_clip", "fixed_targets")),
+    ("ppo", ("target_kl",))) for name in names}
+
+
 def migrate(data: dict) -> dict:
     """Replace, in place, keys older mira wrote with what they mean now; returns ``data``.
 
     ``agent.popart`` is a copy of ``learner.popart`` that every saved config.yaml and
-    checkpoint up to 2026-11 carries.
+    checkpoint up to 2026-11 carries; the keys of ``MOVED`` are the learner settings one
+    algorithm alone reads, which every saved config up to 2026-11-24 holds in ``learner``.
     """
+    learner = data.get("learner")
+    if isinstance(learner, dict):
+        for old, new in MOVED.items():
+            name, section = old.split(".")[1], new.split(".")[1]
+            if name in learner:
+                value = learner.pop(name)
+                part = learner.setdefault(section, {})
+                if isinstance(part, dict):
+                    part.setdefault(name, value)
     agent = data.get("agent")
     if isinstance(agent, dict) and "popart" in agent:
         if agent.pop("popart") is True:  # the agent had PopArt's output layer: its weights need it

@@ -7,10 +7,10 @@
   deviation after centring them, as PPO does; not in the paper, off by default);
 - entropy bonus ``-sum H(pi(.|x_s))``.
 
-``learner.surrogate_clip: eps`` (off by default, not in the paper) replaces the policy term
+``learner.impala.surrogate_clip: eps`` (off by default, not in the paper) replaces the policy term
 by PPO's clipped surrogate on the ratio to the behaviour policy, so that
 ``learner.epochs``/``minibatches`` can take many steps per batch (README, "IMPALA on Pong").
-With ``learner.fixed_targets`` (V-trace once per batch, as PPO's GAE), ``learner.clip_value``
+With ``learner.impala.fixed_targets`` (V-trace once per batch, as PPO's GAE), ``learner.clip_value``
 clips the value update around the values at the update's start (PPO2's value clip, half-width
 ``learner.clip_eps``) and ``learner.recurrence`` cuts the unrolls into chunks for the
 minibatches, as PPO's; all three are off by default.
@@ -31,6 +31,7 @@ The behaviour policy's log-probabilities come from the trajectory's
 from __future__ import annotations
 
 import collections
+from dataclasses import dataclass
 from typing import NamedTuple
 
 import numpy as np
@@ -48,6 +49,24 @@ from learners.terms import (
     step_targets,
     value_term,
 )
+
+
+@dataclass
+class ImpalaConfig:
+    """The ``learner.impala:`` section: the settings only IMPALA's loss and update read.
+
+    The rest (discount, costs, lambda, epochs, minibatches, ...) is ``learner``'s, shared
+    with PPO.
+    """
+
+    clip_rho_threshold: float = 1.0  # V-trace rho-bar of the value targets (eq. 1)
+    clip_pg_rho_threshold: float = 1.0  # V-trace rho-bar of the policy gradient (section 4.2)
+    clip_c_threshold: float = 1.0  # V-trace c-bar of the traces (eq. 1)
+    # 0 = the paper's policy gradient; eps > 0 = PPO's clipped surrogate on pi/mu (RLlib's APPO)
+    surrogate_clip: float = 0.0
+    # V-trace once per batch from the weights at its start, kept through epochs and
+    # minibatches (as PPO's GAE); false = at every step
+    fixed_targets: bool = False
 
 
 class LossOutput(NamedTuple):
@@ -88,14 +107,15 @@ def vtrace_targets(out, batch: Batch, cfg, log_rhos, value_transform=None):
     rewards, discounts = step_targets(batch, cfg.gamma, cfg.reward_clip, final_value)
     returns = vtrace(
         log_rhos, discounts, rewards, values_raw[:T].detach(), values_raw[T].detach(),
-        clip_rho_threshold=cfg.clip_rho_threshold, clip_pg_rho_threshold=cfg.clip_pg_rho_threshold,
-        clip_c_threshold=cfg.clip_c_threshold, lambda_=cfg.lambda_,
+        clip_rho_threshold=cfg.impala.clip_rho_threshold,
+        clip_pg_rho_threshold=cfg.impala.clip_pg_rho_threshold,
+        clip_c_threshold=cfg.impala.clip_c_threshold, lambda_=cfg.lambda_,
     )
     pg_adv, vs = returns.pg_advantages, returns.vs
     if value_transform is not None:
         vs, pg_adv = value_transform.normalize_targets(vs, pg_adv, task)
-    if cfg.surrogate_clip:  # the ratio below carries the importance weight: take V-trace's out
-        pg_adv = pg_adv / log_rhos.exp().clamp(max=cfg.clip_pg_rho_threshold)
+    if cfg.impala.surrogate_clip:  # the ratio below carries the importance weight: not V-trace
+        pg_adv = pg_adv / log_rhos.exp().clamp(max=cfg.impala.clip_pg_rho_threshold)
     return returns, vs, pg_adv
 
 
@@ -108,7 +128,7 @@ def impala_loss(out, batch: Batch, cfg, value_transform=None) -> LossOutput:
 
     ``value_transform`` (PopArt) maps the head's normalised values to returns and the
     V-trace targets back; identity when absent. A batch that carries ``advantages`` and
-    ``returns`` (``learner.fixed_targets``: V-trace computed once per batch) uses them
+    ``returns`` (``learner.impala.fixed_targets``: V-trace computed once per batch) uses them
     instead of V-trace from ``out``'s values.
     """
     T = batch.steps
@@ -116,19 +136,19 @@ def impala_loss(out, batch: Batch, cfg, value_transform=None) -> LossOutput:
     how = cfg.loss_reduction or "sum"
     logits, values = out.logits[:T], out.value[:T]
     target_logp, behaviour_logp, log_rhos = log_probs(out, batch)
-    if batch.advantages is not None:  # fixed for the whole update (learner.fixed_targets)
+    if batch.advantages is not None:  # fixed for the whole update (impala.fixed_targets)
         pg_adv, vs, value_targets = batch.advantages, batch.returns, batch.value_targets
     else:
         returns, vs, pg_adv = vtrace_targets(out, batch, cfg, log_rhos, value_transform)
         value_targets = returns.vs
     if cfg.normalize_advantages:  # off by default for IMPALA (the paper's loss); as PPO's when on
         pg_adv = normalize(pg_adv, mask)
-    if cfg.surrogate_clip:
+    if cfg.impala.surrogate_clip:
         # PPO's clipped surrogate (Schulman et al. 2017, eq. 7) on the ratio pi/mu to the
         # actors' policy with V-trace's advantage: many steps per batch without the policy
         # running away from the data (RLlib's APPO).
         ratio = (target_logp - behaviour_logp).exp()
-        eps = cfg.surrogate_clip
+        eps = cfg.impala.surrogate_clip
         surrogate = torch.max(-pg_adv * ratio, -pg_adv * ratio.clamp(1.0 - eps, 1.0 + eps))
         policy_loss = reduce(surrogate, mask, how)
     else:
@@ -144,8 +164,8 @@ def impala_loss(out, batch: Batch, cfg, value_transform=None) -> LossOutput:
         "value_loss": value_loss.detach(),
         "entropy": mean_entropy,
         "approx_kl": ((-log_rhos) * mask).sum() / mask.sum(),  # E_behaviour[log mu - log pi]
-        "clip_frac": (((rho > cfg.clip_rho_threshold).float() * mask).sum() / mask.sum())
-                     if cfg.clip_rho_threshold else torch.tensor(0.0),
+        "clip_frac": (((rho > rho_bar).float() * mask).sum() / mask.sum())
+                     if (rho_bar := cfg.impala.clip_rho_threshold) else torch.tensor(0.0),
         "value_mean": (values.detach() * mask).sum() / mask.sum(),
     }
     return LossOutput(loss, metrics, value_targets)
@@ -155,7 +175,7 @@ def impala_loss(out, batch: Batch, cfg, value_transform=None) -> LossOutput:
 def with_fixed_targets(learner, batch: Batch, state: tuple) -> Batch:
     """The batch plus V-trace targets from the weights at the update's start.
 
-    With ``learner.fixed_targets`` they are kept through the update's epochs and minibatches,
+    With ``learner.impala.fixed_targets`` they are kept through the update's epochs and minibatches,
     as PPO keeps its GAE (``advantages``: the policy gradient's, ``returns``: ``vs`` in the
     head's value space, ``old_values``: the values themselves, for ``learner.clip_value``,
     ``value_targets``: ``vs`` at return scale for PopArt's statistics). Recomputed at every
@@ -185,7 +205,7 @@ def impala_update(learner, batch: Batch, state: tuple) -> dict:
     as PPO does (``learners/ppo.py``).
     """
     cfg = learner.lcfg
-    if cfg.fixed_targets:
+    if cfg.impala.fixed_targets:
         batch = with_fixed_targets(learner, batch, state)
         if cfg.recurrence and cfg.recurrence < batch.steps:
             batch, state = chunk_sequences(learner, batch, state, cfg.recurrence)

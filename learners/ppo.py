@@ -28,6 +28,7 @@ Metrics share names with IMPALA (STYLE.md rule 2);
 from __future__ import annotations
 
 import collections
+from dataclasses import dataclass
 
 import numpy as np
 import torch
@@ -43,6 +44,17 @@ from learners.terms import (
     step_targets,
     value_term,
 )
+
+
+@dataclass
+class PPOConfig:
+    """The ``learner.ppo:`` section: the settings only PPO's update reads.
+
+    The rest (clip_eps, clip_value, epochs, minibatches, lambda_, ...) is ``learner``'s,
+    shared with IMPALA's APPO options.
+    """
+
+    target_kl: float = 0.0  # stop an update's epochs once approx KL exceeds this (0 = off)
 
 
 def ppo_loss(out, batch: Batch, cfg) -> tuple[torch.Tensor, dict]:
@@ -123,7 +135,7 @@ def ppo_update(learner, batch: Batch, state: tuple) -> dict:
             metrics["grad_norm"] = learner.step(loss)
             for k, v in metrics.items():
                 history[k].append(float(v))
-            if cfg.target_kl and metrics["approx_kl"] > cfg.target_kl:
+            if cfg.ppo.target_kl and metrics["approx_kl"] > cfg.ppo.target_kl:
                 stop = True
                 break
         if stop:

@@ -100,7 +100,7 @@ class RunDir:
         ``minibatches: 4`` in every config, and IMPALA ignored them; from format 2 IMPALA
         reads them (one step per batch is ``1`` and ``1``). Formats 1 and 2 saved PPO's
         ``clip_value: true`` in every config (and any ``recurrence``), which IMPALA ignored;
-        from format 3 IMPALA reads both (with ``learner.fixed_targets``).
+        from format 3 IMPALA reads both (with ``learner.impala.fixed_targets``).
         """
         meta_path = self.path / "meta.json"
         meta = json.loads(meta_path.read_text()) if meta_path.is_file() else {}

@@ -133,3 +133,36 @@ def test_switching_the_core_on_the_command_line_drops_the_old_cores_options(caps
     cfg = load_config(ROOT / "configs/impala_minigrid.yaml", ["agent.core=lstm"])
     assert "replaces" not in capsys.readouterr().err and cfg.agent.core_options.hidden_size == \
         load_config(ROOT / "configs/impala_minigrid.yaml").agent.core_options.hidden_size
+
+
+def test_settings_of_one_algorithm_live_in_its_section_and_old_keys_still_load(tmp_path):
+    """Issue 13: IMPALA-only and PPO-only settings are ``learner.impala.*`` / ``learner.ppo.*``.
+
+    Saved configs (every run directory up to 2026-11-24) and commands that spell them at
+    ``learner.*`` load with the same meaning; the section's own spelling wins over the old
+    one, and a misspelt key lists the section's keys.
+    """
+    import yaml
+
+    from learners.impala import ImpalaConfig
+    from learners.ppo import PPOConfig
+
+    cfg = load_config(ROOT / "configs/impala_atari.yaml")
+    assert isinstance(cfg.learner.impala, ImpalaConfig) and isinstance(cfg.learner.ppo, PPOConfig)
+    assert cfg.learner.impala.fixed_targets and cfg.learner.impala.surrogate_clip == 0.1
+    assert not hasattr(cfg.learner, "surrogate_clip") and not hasattr(cfg.learner, "target_kl")
+    old = tmp_path / "config.yaml"
+    old.write_text(yaml.safe_dump({"learner": {"name": "impala", "fixed_targets": True,
+                                               "surrogate_clip": 0.2, "clip_rho_threshold": 2.0,
+                                               "target_kl": 0.03}}))
+    cfg = load_config(old)
+    impala = cfg.learner.impala
+    assert (impala.fixed_targets, impala.surrogate_clip, impala.clip_rho_threshold,
+            cfg.learner.ppo.target_kl) == (True, 0.2, 2.0, 0.03)
+    assert to_dict(cfg)["learner"]["impala"]["surrogate_clip"] == 0.2  # saved in the new place
+    cfg = load_config(old, ["learner.surrogate_clip=0.3", "learner.ppo.target_kl=0.01"])
+    assert cfg.learner.impala.surrogate_clip == 0.3 and cfg.learner.ppo.target_kl == 0.01
+    with pytest.raises(ConfigError, match="valid keys under 'learner.impala': clip_rho_threshold"):
+        load_config(old, ["learner.impala.surrogate=0.3"])
+    with pytest.raises(ConfigError, match=r"learner.impala.surrogate_clip must be in \[0, 1\)"):
+        load_config(old, ["learner.surrogate_clip=1.5"])

@@ -6,7 +6,7 @@ import torch
 from agents.agent import AgentOutput
 from learners.batch import Batch
 from learners.config import LearnerConfig
-from learners.impala import impala_loss
+from learners.impala import ImpalaConfig, impala_loss
 from learners.returns import vtrace
 from learners.terms import action_log_probs, clip_rewards, step_targets
 from tests.conftest import random_batch
@@ -68,15 +68,15 @@ def test_mean_reduction_is_the_sum_over_the_real_steps():
 
 
 def test_fixed_targets_are_the_per_step_targets_at_the_first_step():
-    """``learner.fixed_targets`` at an update's first step is the per-step V-trace.
+    """``learner.impala.fixed_targets`` at an update's first step is the per-step V-trace.
 
     A batch carrying V-trace from the same weights gives the loss and gradient of recomputing it
     (what differs is only the later steps of an update).
     """
     from learners.impala import log_probs, vtrace_targets
 
-    cfg = LearnerConfig(reward_clip="none", normalize_advantages=True, surrogate_clip=0.2,
-                        loss_reduction="mean")
+    cfg = LearnerConfig(reward_clip="none", normalize_advantages=True,
+                        impala=ImpalaConfig(surrogate_clip=0.2), loss_reduction="mean")
     batch, out = batch_and_output()
     b = Batch.from_dict(batch)
     per_step = impala_loss(out, b, cfg)
@@ -169,7 +169,7 @@ def test_impala_minibatches_are_the_papers_step_on_each_group_of_unrolls(small_c
 
 
 def test_fixed_targets_keep_the_first_steps_vtrace_through_the_update(small_cfg):
-    """learner.fixed_targets: every step of a 2 x 2 update uses the first step's V-trace.
+    """learner.impala.fixed_targets: every step of a 2 x 2 update uses the first step's V-trace.
 
     That is V-trace from the weights the update started with (the same steps taken by hand with
     those targets).
@@ -179,8 +179,8 @@ def test_fixed_targets_keep_the_first_steps_vtrace_through_the_update(small_cfg)
     from learners.learner import Learner
 
     over = {"learner.minibatches": 2, "learner.epochs": 2, "learner.unroll_length": 6,
-            "learner.surrogate_clip": 0.2}
-    cfg = small_cfg(**over, **{"learner.fixed_targets": "true"})
+            "learner.impala.surrogate_clip": 0.2}
+    cfg = small_cfg(**over, **{"learner.impala.fixed_targets": "true"})
     runner = EnvRunner(cfg.env, cfg.agent, envs_per_runner=4, unroll_length=6)
     fixed = Learner(cfg, runner.spec())
     manual = Learner(small_cfg(**over), runner.spec())
@@ -256,7 +256,7 @@ def test_old_run_directories_keep_impala_without_the_value_clip(small_cfg, tmp_p
     from learners.config import save_config
     from learners.run_dir import CONFIG_FORMAT, RunDir
 
-    cfg = small_cfg(**{"learner.fixed_targets": "true", "learner.clip_value": "true"})
+    cfg = small_cfg(**{"learner.impala.fixed_targets": "true", "learner.clip_value": "true"})
     for fmt, expected in ((2, False), (CONFIG_FORMAT, True)):
         run = tmp_path / f"format{fmt}"
         (run / "checkpoints").mkdir(parents=True)
@@ -276,8 +276,8 @@ def test_surrogate_clip_is_the_papers_gradient_on_policy_and_clips_off_policy():
     for clip in (0.0, 0.2):
         logits = out.logits.detach().clone().requires_grad_(True)
         loss = impala_loss(AgentOutput(logits, out.value), Batch.from_dict(batch),
-                           LearnerConfig(reward_clip="none", surrogate_clip=clip, entropy_cost=0.0,
-                                         baseline_cost=0.0)).loss
+                           LearnerConfig(reward_clip="none", entropy_cost=0.0, baseline_cost=0.0,
+                                         impala=ImpalaConfig(surrogate_clip=clip))).loss
         grads.append(torch.autograd.grad(loss, logits)[0])
     torch.testing.assert_close(grads[0], grads[1])
 
@@ -285,8 +285,9 @@ def test_surrogate_clip_is_the_papers_gradient_on_policy_and_clips_off_policy():
     far = dict(batch, behaviour_logits=batch["behaviour_logits"]
                - 5.0 * torch.nn.functional.one_hot(batch["action"].long(), out.logits.shape[-1]))
     logits = out.logits.detach().clone().requires_grad_(True)
-    cfg = LearnerConfig(reward_clip="none", surrogate_clip=0.2, entropy_cost=0.0, baseline_cost=0.0,
-                        clip_rho_threshold=None, clip_pg_rho_threshold=1.0)
+    cfg = LearnerConfig(reward_clip="none", entropy_cost=0.0, baseline_cost=0.0,
+                        impala=ImpalaConfig(surrogate_clip=0.2, clip_rho_threshold=None,
+                                            clip_pg_rho_threshold=1.0))
     loss = impala_loss(AgentOutput(logits, out.value), Batch.from_dict(far), cfg).loss
     grad = torch.autograd.grad(loss, logits)[0]
     T = batch["action"].shape[0] - 1
@@ -314,9 +315,9 @@ def test_fixed_target_options_equal_the_whole_unroll_update_at_one_step(small_cf
     from envs.runner import EnvRunner
     from learners.learner import Learner
 
-    over = {"learner.unroll_length": 8, "learner.fixed_targets": "true",
+    over = {"learner.unroll_length": 8, "learner.impala.fixed_targets": "true",
             "learner.loss_reduction": "mean", "learner.normalize_advantages": "true",
-            "learner.surrogate_clip": 0.2, "agent.core": core}
+            "learner.impala.surrogate_clip": 0.2, "agent.core": core}
     if core == "feedforward":
         over["agent.core_options"] = "{}"
     chunked_cfg = small_cfg(**over, **{"learner.recurrence": 4, "learner.clip_value": "true"})
@@ -361,5 +362,5 @@ def test_impala_chunk_and_clip_options_need_fixed_targets(small_cfg):
         with pytest.raises(ConfigError, match=f"{key} needs targets fixed"):
             small_cfg(**{"learner.unroll_length": 8, key: value})
     with pytest.raises(ConfigError, match="learner.recurrence=3 must be 0"):
-        small_cfg(**{"learner.unroll_length": 8, "learner.fixed_targets": "true",
+        small_cfg(**{"learner.unroll_length": 8, "learner.impala.fixed_targets": "true",
                      "learner.recurrence": 3})
