@@ -16,6 +16,8 @@ def test_ppo_lstm_learns_the_quick_start_level(tmp_path):
     # In-process, with the preset's 16 envs per batch (2 runners x 8) in one runner. Seeds 0-4
     # measured at 24k frames with the preset's target_kl: 0.943, 0.927, 0.946, 0.953, 0.949
     # (without it, on the same code, seed 0 solved the level and then collapsed to 0.193).
+    # Those were with advantages normalised; the preset leaves them unnormalised since
+    # 2026-11-24 (its header), and seed 0 passes here with it.
     cfg = load_config(ROOT / "configs/ppo_minigrid.yaml", [
         f"run.dir={tmp_path / 'ppo'}", "run.total_frames=24000", "runtime.num_runners=0",
         "runtime.envs_per_runner=16",
