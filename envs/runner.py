@@ -105,7 +105,11 @@ class EnvRunner:
         self._started = False
         self._act(0)
 
-    def _inputs(self, t: int) -> dict[str, torch.Tensor]:
+    def step_inputs(self, t: int) -> dict[str, torch.Tensor]:
+        """The agent's inputs at row ``t`` of the unroll, each ``[1, B, ...]``.
+
+        The runner acts on them; ``mira bench`` times inference on them.
+        """
         rows = {k: torch.from_numpy(v[t : t + 1]) for k, v in self.obs.items()}
         for k in ("last_action", "last_reward", "reset", "task_id"):
             rows[k] = torch.from_numpy(self.buf[k][t : t + 1])
@@ -114,7 +118,7 @@ class EnvRunner:
     @torch.inference_mode()
     def _act(self, t: int) -> None:
         """Run the agent on row ``t`` (state ``self.state_before``) and sample actions."""
-        out, self.state_after = self.agent(self._inputs(t), self.state_before)
+        out, self.state_after = self.agent(self.step_inputs(t), self.state_before)
         logits = out.logits[0]
         action = torch.multinomial(torch.softmax(logits, -1), 1, generator=self.generator)[:, 0]
         self.buf["action"][t] = action.numpy()
@@ -232,7 +236,7 @@ class EnvRunner:
         results: list[tuple[int, float, int]] = []
         self._start()
         while (done_count < target).any():
-            rows = self._inputs(0)
+            rows = self.step_inputs(0)
             if not reads_task:
                 rows.pop("task_id")
             out, self.state_before = self.agent(rows, self.state_before)

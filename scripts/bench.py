@@ -53,7 +53,7 @@ def inference_rate(runner, seconds: float) -> float:
 
     Always on row 0 of the runner's buffers from the agent's initial state, in inference mode.
     """
-    inputs = runner._inputs(0)
+    inputs = runner.step_inputs(0)
     state = runner.agent.initial_state(runner.B)
 
     def act():
