@@ -33,7 +33,8 @@ class TaskValueOutput(nn.Module):
     """Per-task affine map of the head's value, ``n_i(x) = w_i v(x) + b_i``.
 
     w = 1, b = 0 at start: the last value layer that PopArt rescales to preserve outputs
-    (``learners/popart.py``). Rows without a task ID pass through unchanged.
+    (``learners/popart.py``). Without a task ID (``task_id=None``) the value passes through
+    unchanged.
     """
 
     def __init__(self, num_tasks: int):

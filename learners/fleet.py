@@ -259,7 +259,8 @@ class Fleet:
     def make_runner(self, index: int):
         """Runner ``index``: in-process with ``num_runners: 0``, else a 1-CPU Ray actor.
 
-        Its seed is ``run.seed + 7919 * replaced``: a replacement does not reuse the dead one's.
+        It gets seed ``run.seed + 7919 * replaced`` (it derives its envs' seeds from that and its
+        index), so a replacement does not reuse the dead runner's seeds.
         """
         cfg = self.cfg
         kwargs = dict(

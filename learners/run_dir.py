@@ -18,8 +18,8 @@ import torch
 
 from learners.config import ConfigError, ExperimentConfig, load_config, read_yaml, save_config
 
-# meta.json's "config_format": 2 since IMPALA reads learner.epochs/minibatches
-# (RunDir._format_overrides).
+# meta.json's "config_format": 2 since IMPALA reads learner.epochs/minibatches, 3 since it
+# reads learner.clip_value and learner.recurrence (RunDir._format_overrides).
 CONFIG_FORMAT = 3
 
 
@@ -56,8 +56,8 @@ class RunDir:
         """A new run's directory, with its ``config.yaml`` and ``meta.json`` written.
 
         An unset ``run.name`` becomes ``<config file stem>-<timestamp>`` and an unset
-        ``run.dir`` ``runs/<name>`` (set in ``cfg``); a directory that already holds a run is a
-        ConfigError.
+        ``run.dir`` ``runs/<name>`` (set in ``cfg``); a directory that already holds a
+        checkpoint is a ConfigError.
         """
         if not cfg.run.name:
             stem = Path(config_path).stem if config_path else "run"

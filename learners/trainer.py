@@ -371,7 +371,7 @@ class Trainer:
             return False
 
     def _loop(self, flag) -> bool:
-        """The one driver loop; True if stopped by Ctrl-C.
+        """The one driver loop; True if stopped early (Ctrl-C or ``stop_when``).
 
         Runners return unrolls into the queue, the learner takes a batch whenever it is idle
         and one is ready, and the queue's policy (IMPALA's or lock-step) says when each runner

@@ -83,7 +83,8 @@ def end_to_end_rate(cfg, seconds: float) -> float:
     """(d) Agent steps/s of ``mira train`` itself, run in a temporary directory.
 
     Frames are counted over ``seconds`` after a warm-up of ``seconds / 4`` and divided by the
-    frames per agent step; checkpoints and progress logs are off. Changes ``cfg.run`` in place.
+    frames per agent step; periodic checkpoints and progress logs are off (the run still writes
+    its final checkpoint). Changes ``cfg.run`` in place.
     """
     from learners.run_dir import RunDir
     from learners.trainer import Trainer

@@ -1,6 +1,6 @@
 """LSTM core (Hochreiter & Schmidhuber 1997), the baseline of every seed paper.
 
-Standard gates (Wu et al. 2016, eq. 5 without the multiplicative term):
+Standard gates, each the additive building block ``phi(W x + U h + b)`` of Wu et al. 2016, eq. 1:
 ``i, f, o = sigmoid(W x + U h + b)``, ``g = tanh(W x + U h + b)``,
 ``c' = f * c + i * g``, ``h' = o * tanh(c')``. The weights are an ``nn.LSTMCell``'s
 (its gate order i, f, g, o); the loop over time is explicit so that resets apply step by

@@ -58,7 +58,11 @@ class MultiplicativeHeadConfig:
 
 @HEADS.register("multiplicative")
 class MultiplicativeHead(nn.Module):
-    """Logits and value from one multiplicative interaction ``M(h, c)`` with a context ``c``."""
+    """Logits and value from one multiplicative interaction ``M(h, c)`` with a context ``c``.
+
+    With ``form: diagonal``, ``M`` gates ``h`` and a linear layer reads the logits and value off
+    the result.
+    """
 
     Config = MultiplicativeHeadConfig
     reads_task_id = True  # default only; __init__ sets the instance value from `context`
