@@ -15,8 +15,8 @@ import sys
 sys.modules["ray"] = None  # importing ray now raises ImportError
 import agents.agent, agents.cores, agents.heads, agents.torsos, agents.layers
 import learners.returns, learners.terms, learners.impala, learners.ppo, learners.optim
-print(sorted({m.split('.')[0] for m, mod in sys.modules.items() if mod is not None \
-and m.split('.')[0] in ('envs', 'ray', 'scripts')}))
+top = {m.split('.')[0] for m, mod in sys.modules.items() if mod is not None}
+print(sorted(top & {'envs', 'ray', 'scripts'}))
 """
 
 
