@@ -42,11 +42,11 @@ def load_run_config(ckpt: Path, state: dict, overrides: list[str]) -> Experiment
     evaluation does not use the training run's runner layout.
     """
     if "config" in state:
-        from learners.config import _set_dotted, parse_overrides
+        from learners.config import parse_overrides, set_dotted
 
         data = migrate(state["config"])
         for key, value in parse_overrides(overrides):
-            _set_dotted(data, key, value)
+            set_dotted(data, key, value)
         cfg = from_dict(ExperimentConfig, data)
         validate(cfg, runtime=False)  # evaluation does not use the training run's runner layout
         return cfg
