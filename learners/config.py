@@ -77,8 +77,12 @@ class OptimizerConfig:
     # rmsprop (PyTorch's), rmsprop_tf (TF1's, as IMPALA tuned it: learners/optim.py) or adam (PPO)
     name: Optimizer = "rmsprop"
     lr: float = 6e-4  # initial learning rate
-    # linear decay to 0 over run.total_frames, or constant
+    # linear decay to 0 over run.total_frames (or lr_decay_frames), or constant
     lr_schedule: Literal["linear", "constant"] = "linear"
+    # frames over which the linear schedule decays to 0; 0: run.total_frames. Set it to run
+    # the first run.total_frames of a longer schedule (a preset's 40M-frame protocol stopped
+    # at 10M), so that raising run.total_frames later continues the same schedule
+    lr_decay_frames: int = 0
     alpha: float = 0.99  # RMSProp smoothing constant
     eps: float = 0.01  # RMSProp/Adam epsilon (IMPALA: 0.01 with RMSProp; PPO: 1e-5 with Adam)
     momentum: float = 0.0  # RMSProp momentum
@@ -188,6 +192,7 @@ RANGES: dict[str, tuple] = {
     "learner.optimizer.eps": (0, None, False, False),
     "learner.optimizer.momentum": (0, 1, False, True),
     "learner.optimizer.max_grad_norm": (0, None, True, False),
+    "learner.optimizer.lr_decay_frames": (0, None, False, False),
     "eval.every_frames": (0, None, False, False),
     "eval.episodes": (1, None, False, False),
 }
@@ -350,6 +355,11 @@ def validate(cfg: ExperimentConfig, runtime: bool = True) -> None:
         (cfg.runtime.num_runners >= 0, "runtime.num_runners must be 0 (in-process) or more"),
         (cfg.runtime.envs_per_runner >= 1, "runtime.envs_per_runner must be at least 1"),
         (cfg.run.total_frames > 0, "run.total_frames must be positive"),
+        (L.optimizer.lr_decay_frames <= 0 or L.optimizer.lr_schedule == "constant"
+         or L.optimizer.lr_decay_frames >= cfg.run.total_frames,
+         f"learner.optimizer.lr_decay_frames ({L.optimizer.lr_decay_frames:,}) is below "
+         f"run.total_frames ({cfg.run.total_frames:,}): the learning rate would be 0 for the "
+         "rest of the run; raise it or set it to 0 (decay over run.total_frames)"),
     ]
     for ok, message in checks:
         if not ok:

@@ -130,12 +130,14 @@ class Learner:
     def lr(self) -> float:
         """The learning rate now: ``optimizer.lr``, decayed linearly to 0 at ``run.total_frames``.
 
-        ``optimizer.lr_schedule: constant`` keeps ``optimizer.lr`` throughout.
+        ``optimizer.lr_decay_frames`` (when set) replaces ``run.total_frames`` as the end of
+        the decay; ``optimizer.lr_schedule: constant`` keeps ``optimizer.lr`` throughout.
         """
         o = self.lcfg.optimizer
         if o.lr_schedule == "constant":
             return o.lr
-        return o.lr * max(0.0, 1.0 - self.frames / self.cfg.run.total_frames)
+        horizon = o.lr_decay_frames or self.cfg.run.total_frames
+        return o.lr * max(0.0, 1.0 - self.frames / horizon)
 
     def step(self, loss: torch.Tensor) -> float:
         """One optimizer step at the scheduled lr; returns the pre-clip gradient norm.

@@ -5,7 +5,11 @@ Pong, Breakout, Boxing and Freeway for a frame budget and one or more seeds, thr
 compare`` (``scripts/compare.py``): an interrupted panel continues where it stopped when the
 same command is run again, and raising ``--frames`` extends finished trials. On 2 cores the
 trials run one at a time (``--max-concurrent 1``); each trial is a whole ``mira train`` run
-with its preset's runners. The output directory then holds, besides the compare report:
+with its preset's runners. A trial runs the first ``--frames`` of its preset's 40M-frame
+protocol: the learning rate decays linearly over ``--schedule-frames`` (default 4e7, the
+presets' ``run.total_frames``; ``learner.optimizer.lr_decay_frames``), not over ``--frames``,
+so a 1e7 panel shows the start of the runs the references made, and extending it continues
+the same schedule. The output directory then holds, besides the compare report:
 
 - ``panel.png``: training return (mean of the last 100 episodes) against frames, one plot
   per game, one line per learner (the mean over seeds, with the seeds' range shaded), and
@@ -48,6 +52,7 @@ PRESETS = {"impala": "configs/impala_atari.yaml", "ppo": "configs/ppo_atari.yaml
 GAMES = ("Pong", "Breakout", "Boxing", "Freeway")
 REFERENCE = "rims_paper_table7_lstm_vs_rims_ppo.csv"
 CORES = ("lstm", "rims")  # the cores Table 7 has a column for
+SCHEDULE_FRAMES = 4e7  # the presets' run.total_frames: the 40M-frame protocol of Table 7
 PAPER_WIDTHS = {  # appendix D.8 / Figure 18: 6 RIMs, k_A = 5; widths of the authors' code
     "lstm": {"hidden_size": 512},
     "rims": {"num_units": 6, "unit_size": 85, "k_active": 5},
@@ -65,11 +70,16 @@ def reference_scores(core: str = "lstm") -> dict[str, tuple[float, float]]:
 
 
 def compare_file(out: Path, frames: float, games, learners, seeds, overrides: list[str],
-                 cores=None, paper_widths: bool = False) -> Path:
-    """Write the compare file that runs the panel; returns its path."""
+                 cores=None, paper_widths: bool = False,
+                 schedule_frames: float = SCHEDULE_FRAMES) -> Path:
+    """Write the compare file that runs the panel; returns its path.
+
+    The learning rate decays over ``max(frames, schedule_frames)``.
+    """
     import yaml
 
-    common: dict = {"run.total_frames": float(frames)}
+    common: dict = {"run.total_frames": float(frames),
+                    "learner.optimizer.lr_decay_frames": float(max(frames, schedule_frames))}
     for item in overrides:
         key, sep, value = item.partition("=")
         if not sep or not key:
@@ -219,6 +229,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("overrides", nargs="*", metavar="dotted.key=value",
                    help="applied to every trial")
     p.add_argument("--frames", type=float, default=1e7, help="frames per trial (default 1e7)")
+    p.add_argument("--schedule-frames", type=float, default=SCHEDULE_FRAMES,
+                   help="frames over which the learning rate decays to 0 (default 4e7, the "
+                        "presets' protocol; a trial runs the first --frames of it)")
     p.add_argument("--games", nargs="+", default=list(GAMES), metavar="GAME")
     p.add_argument("--learners", nargs="+", default=list(PRESETS), choices=list(PRESETS))
     p.add_argument("--seeds", nargs="+", type=int, default=[0])
@@ -237,8 +250,9 @@ def main(argv: list[str] | None = None) -> int:
     from learners.config import ConfigError
     from scripts.compare import load_spec, run_compare
 
-    if args.frames <= 0:
-        p.error(f"--frames must be positive, got {args.frames:g}")
+    if args.frames <= 0 or args.schedule_frames <= 0:
+        p.error(f"--frames and --schedule-frames must be positive, got {args.frames:g} and "
+                f"{args.schedule_frames:g}")
     if args.paper_widths and not args.cores:
         p.error("--paper-widths sets the widths of --cores; "
                 "give --cores lstm rims (or one of them)")
@@ -253,7 +267,7 @@ def main(argv: list[str] | None = None) -> int:
                   "its reference column reads n/a", file=sys.stderr)
     out = Path(args.out)
     path = compare_file(out, args.frames, args.games, args.learners, args.seeds, args.overrides,
-                        args.cores, args.paper_widths)
+                        args.cores, args.paper_widths, args.schedule_frames)
     try:
         result = run_compare(str(path), dry_run=args.dry_run, max_concurrent=args.max_concurrent)
         if args.dry_run:
@@ -269,7 +283,9 @@ def main(argv: list[str] | None = None) -> int:
     plot(cells, args.games, args.learners, out / "panel.png", cores)
     text = "\n".join([
         f"# Atari panel: {', '.join(args.learners)} on {', '.join(args.games)}", "",
-        f"Target {args.frames:,.0f} frames per trial, seeds {', '.join(map(str, args.seeds))}; "
+        f"Target {args.frames:,.0f} frames per trial (the first frames of a learning-rate "
+        f"schedule over {max(args.frames, args.schedule_frames):,.0f}), seeds "
+        f"{', '.join(map(str, args.seeds))}; "
         "return = training return of whole games, mean of the last 100 episodes, mean over seeds; "
         "human-normalised = 100 (score - random) / (human - random) with "
         "envs/data/atari57_random_human.csv. The reference column is the paper's, at 40M frames; "

@@ -13,7 +13,9 @@ def test_dry_run_lists_both_presets_on_every_game(tmp_path, capsys):
     spec = yaml.safe_load((tmp_path / "panel_compare.yaml").read_text())
     assert spec["matrix"]["env.game"] == list(atari_panel.GAMES)
     assert [atari_panel.learner_of(b) for b in spec["matrix"]["base"]] == ["impala", "ppo"]
-    assert (spec["overrides"] == {"run.total_frames": 2e6, "runtime.num_runners": 3}
+    assert (spec["overrides"] == {"run.total_frames": 2e6,
+                                  "learner.optimizer.lr_decay_frames": 4e7,
+                                  "runtime.num_runners": 3}
             and spec["seeds"] == [0, 1])
     assert capsys.readouterr().err.count(" new ") == 16  # 2 presets x 4 games x 2 seeds
 

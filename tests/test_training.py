@@ -75,6 +75,19 @@ def test_resume_continues_frames_and_optimizer_state(tmp_path, small_cfg):
     assert summary["episodes"] >= first["progress"]["episodes"]["count"]
 
 
+def test_lr_decay_frames_runs_the_start_of_a_longer_schedule(tmp_path, small_cfg):
+    """``lr_decay_frames`` stretches the linear decay: 400 of 1,600 frames end at lr x 3/4."""
+    cfg = small_cfg(**{"run.total_frames": 400, "learner.optimizer.lr_decay_frames": 1600})
+    trainer = Trainer(cfg, RunDir.create(cfg, None), quiet=True)
+    summary = trainer.train()
+    learner = trainer.learner.obj
+    lr = cfg.learner.optimizer.lr
+    assert learner.lr() == pytest.approx(lr * (1 - summary["frames"] / 1600))
+    assert 0.5 * lr < learner.lr() < lr
+    learner.lcfg.optimizer.lr_decay_frames = 0  # the default: decay over run.total_frames
+    assert learner.lr() == lr * max(0.0, 1 - summary["frames"] / 400) < 0.5 * lr
+
+
 def test_run_dir_refuses_to_overwrite(tmp_path, small_cfg):
     from learners.config import ConfigError
 
