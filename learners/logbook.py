@@ -10,6 +10,12 @@ import numpy as np
 from envs.statistics import capped_mean
 
 
+def duration(seconds: float) -> str:
+    """``seconds`` for a person: "95 s", "12.5 min" or "2.1 h"."""
+    return (f"{seconds:.0f} s" if seconds < 120 else f"{seconds / 60:.1f} min" if seconds < 7200
+            else f"{seconds / 3600:.1f} h")
+
+
 class EpisodeStats:
     """Returns and lengths of finished episodes: the last ``window`` overall and per task."""
 

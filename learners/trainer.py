@@ -28,7 +28,7 @@ from learners.fleet import (
     runner_failed,
     wait_one,
 )
-from learners.logbook import EpisodeStats, Logbook
+from learners.logbook import EpisodeStats, Logbook, duration
 from learners.run_dir import RunDir, nonfinite_tensors
 
 log = logging.getLogger("mira")
@@ -158,6 +158,7 @@ class Trainer:
         self.weights = call(self.learner, "get_weights")
         self._start = self._log_time = self._last_ckpt = time.time()
         self._log_frames, self._queue_wait, self.last_metrics = self.frames, 0.0, {}
+        self._log_frames0 = self.frames  # frames at this session's start: the ETA's mean speed
         self.log = Logbook(run.path, self.spec["tasks"], cfg.run.total_frames, quiet,
                            self.spec["score_suite"])
         self.metrics_acc: dict[str, list[float]] = collections.defaultdict(list)
@@ -212,7 +213,11 @@ class Trainer:
         self.log.episodes(self.stats, self.frames)
         self.last_metrics = means
         extra = f"lag {means.get('policy_lag', 0):.1f}" if "policy_lag" in means else ""
-        self.log.progress(self.frames, fps, self.stats, extra)
+        # time left at this session's mean speed (the instantaneous fps swings with updates)
+        mean_fps = (self.frames - self._log_frames0) / max(now - self._start, 1e-9)
+        left = max(self.cfg.run.total_frames - self.frames, 0)
+        eta = f"eta {duration(left / mean_fps)}" if mean_fps > 0 else ""
+        self.log.progress(self.frames, fps, self.stats, "  ".join(x for x in (extra, eta) if x))
 
     def checkpoint(self):
         """Write a checkpoint; returns its path (None if the weights are not finite)."""
@@ -249,7 +254,7 @@ class Trainer:
         self.stop_when = stop_when
         self._start = self._log_time = self._last_ckpt = time.time()
         self._log_frames, self._queue_wait, self.last_metrics = self.frames, 0.0, {}
-        session_frames = self.frames
+        session_frames = self._log_frames0 = self.frames
         with StopFlag() as flag:
             try:
                 interrupted = self._loop(flag)

@@ -27,6 +27,7 @@ from pathlib import Path
 import numpy as np
 
 from envs import statistics as st
+from learners.logbook import duration
 
 FUNCTIONS = {"median": st.median, "mean": st.mean, "iqm": st.iqm, "capped_mean": st.capped_mean}
 REPS = 2000
@@ -150,11 +151,6 @@ def _fmt(x, digits: int = 3) -> str:
     return "n/a" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.{digits}f}"
 
 
-def _duration(seconds: float) -> str:
-    return (f"{seconds:.0f} s" if seconds < 120 else f"{seconds / 60:.1f} min" if seconds < 7200
-            else f"{seconds / 3600:.1f} h")
-
-
 def markdown(res: dict) -> str:
     """The text of ``report.md`` for ``collect``'s results.
 
@@ -180,7 +176,7 @@ def markdown(res: dict) -> str:
         a = v["aggregates"].get(agg)
         ci = f"[{_fmt(a['ci95'][0])}, {_fmt(a['ci95'][1])}]" if a else "n/a"
         lines.append(f"| {v['label']} | {_fmt(a and a['value'])} | {ci} | {len(v['seeds'])} | "
-                     f"{v['frames_mean']:,.0f} | {_duration(v['wall_time_s_mean'])} | "
+                     f"{v['frames_mean']:,.0f} | {duration(v['wall_time_s_mean'])} | "
                      f"{v['params'] or 0:,} |")
     tasks = next((v["tasks"] for v in variants.values() if v["tasks"]), [])
     if 1 < len(tasks) <= 30:
@@ -211,7 +207,7 @@ def markdown(res: dict) -> str:
     for r in res["trials"]:
         score = (np.mean([e[res["score_key"]] for e in r["eval"]["tasks"].values()])
                  if r["eval"] else None)
-        lines.append(f"| {r['trial']} | {r['frames']:,} | {_duration(r['wall_time_s'])} | "
+        lines.append(f"| {r['trial']} | {r['frames']:,} | {duration(r['wall_time_s'])} | "
                      f"{_fmt(r['train_return_mean100'])} | {_fmt(score)} |")
     for slug, error in res["failed"].items():
         lines.append(f"| {slug} | failed: {error} | | | |")

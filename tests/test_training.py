@@ -88,6 +88,17 @@ def test_lr_decay_frames_runs_the_start_of_a_longer_schedule(tmp_path, small_cfg
     assert learner.lr() == lr * max(0.0, 1 - summary["frames"] / 400) < 0.5 * lr
 
 
+def test_progress_line_says_frames_return_and_time_left(tmp_path, small_cfg, capsys):
+    from learners.logbook import duration
+
+    cfg = small_cfg(**{"run.total_frames": 400, "run.log_every_s": 1e-3})
+    Trainer(cfg, RunDir.create(cfg, None)).train()
+    lines = [x for x in capsys.readouterr().err.splitlines() if x.startswith("[mira] frames")]
+    assert lines and all("return(last100)" in x for x in lines)
+    assert " eta " in lines[-2] and lines[-1].endswith("eta 0 s")  # the final line: none left
+    assert (duration(95), duration(750), duration(9000)) == ("95 s", "12.5 min", "2.5 h")
+
+
 def test_run_dir_refuses_to_overwrite(tmp_path, small_cfg):
     from learners.config import ConfigError
 
