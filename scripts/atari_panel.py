@@ -8,8 +8,11 @@ trials run one at a time (``--max-concurrent 1``); each trial is a whole ``mira 
 with its preset's runners. A trial runs the first ``--frames`` of its preset's 40M-frame
 protocol: the learning rate decays linearly over ``--schedule-frames`` (default 4e7, the
 presets' ``run.total_frames``; ``learner.optimizer.lr_decay_frames``), not over ``--frames``,
-so a 1e7 panel shows the start of the runs the references made, and extending it continues
-the same schedule. The output directory then holds, besides the compare report:
+so a 1e7 panel shows the start of the runs the references made, and extending it up to
+``--schedule-frames`` continues the same schedule (beyond it, the decay ends at ``--frames``
+and moves with it). A trial resumes with the settings of the command that resumes it, so
+keep ``--schedule-frames`` the same across the runs of one panel. The output directory then
+holds, besides the compare report:
 
 - ``panel.png``: training return (mean of the last 100 episodes) against frames, one plot
   per game, one line per learner (the mean over seeds, with the seeds' range shaded), and

@@ -31,7 +31,9 @@ here; ``spread`` runs them anywhere and needs the output directory on a shared f
 Each trial writes ``<out>/trials/<variant>-seed<k>/``. Re-running the same file skips trials
 whose ``summary.json`` says ``interrupted: false`` and ``frames >= run.total_frames`` (and whose
 ``eval.json`` is of the last checkpoint), resumes those with a checkpoint (``Trainer(...,
-resume_from=...)``) and starts the rest; raising ``run.total_frames`` extends finished trials.
+resume_from=...)``) and starts the rest; raising ``run.total_frames`` extends finished trials
+(their linear learning-rate schedule then ends at the new total unless
+``learner.optimizer.lr_decay_frames`` fixed its end).
 ``scripts/report.py`` then writes ``results.json``, ``report.md`` and the PNG plots.
 """
 

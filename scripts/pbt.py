@@ -84,8 +84,8 @@ def check(spec, trials) -> None:
                 f"pbt.hyperparams: {name} must be a positive float setting, got {value!r}")
     if "learner.optimizer.lr" in p.hyperparams and any(
             t.cfg.learner.optimizer.lr_schedule != "constant" for t in trials):
-        raise ConfigError("PBT sets the learning rate itself and trains in segments (a linear "
-                          "schedule would decay to 0 at every segment's end): "
+        raise ConfigError("PBT sets the learning rate itself (a linear schedule would scale "
+                          "what it chose down over the run): "
                           "set learner.optimizer.lr_schedule: constant in overrides")
 
 
@@ -134,6 +134,18 @@ def _copy_checkpoint(donor: Path, recipient: Path) -> str:
     return src.name
 
 
+def _whole_schedule(cfg, total: int) -> list[str]:
+    """The override that keeps a linear learning-rate schedule over the whole run.
+
+    A generation trains with ``run.total_frames`` at its boundary, so without it the rate
+    would decay to 0 at every boundary and jump back up in the next generation.
+    """
+    o = cfg.learner.optimizer
+    if o.lr_schedule == "constant" or o.lr_decay_frames:
+        return []
+    return [override("learner.optimizer.lr_decay_frames", int(total))]
+
+
 def run_population(spec, trials, out_dir: Path, run_jobs, quiet: bool) -> tuple[set, dict]:
     """Train every trial in generations with exploit/explore between them.
 
@@ -149,7 +161,8 @@ def run_population(spec, trials, out_dir: Path, run_jobs, quiet: bool) -> tuple[
     for generation, frames in enumerate(boundaries, start=1):
         last = frames == total
         jobs = [make_job(t, spec, frames,
-                         [override(h, v) for h, v in state["hyperparams"][t.slug].items()], last)
+                         [override(h, v) for h, v in state["hyperparams"][t.slug].items()]
+                         + _whole_schedule(t.cfg, total), last)
                 for t in trials]
         todo = [j for j in jobs if needs_work(j)]
         if todo and not quiet:

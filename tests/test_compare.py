@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import yaml
 
-from learners.config import ConfigError, parse_overrides
+from learners.config import ConfigError, load_config, parse_overrides
 from scripts.compare import load_spec, main, run_compare
 from scripts.pbt import exploit_explore
 from tests.conftest import small_overrides
@@ -95,6 +95,27 @@ def test_pbt_exploit_explore_and_its_checks(tmp_path):
         load_spec(write_compare(tmp_path, pbt=pbt))
     with pytest.raises(ConfigError, match="at least 2 seeds"):
         load_spec(write_compare(tmp_path, pbt=pbt, seeds=[0]))
+
+
+def test_pbt_generations_keep_one_learning_rate_schedule_over_the_run(tmp_path):
+    """Each generation trains to its boundary; the linear schedule still spans the whole run."""
+    from scripts.pbt import run_population
+
+    pbt = {"enabled": True, "interval_frames": 200, "hyperparams": ["learner.entropy_cost"]}
+    spec, trials, _ = load_spec(write_compare(tmp_path, pbt=pbt))
+    total = trials[0].cfg.run.total_frames
+    seen = []
+
+    def first_generation_only(jobs):
+        seen.extend(jobs)
+        return {}, {"stop": "after the first generation"}
+
+    run_population(spec, trials, tmp_path / "out", first_generation_only, quiet=True)
+    assert len(seen) == len(trials) and all(j["frames"] == 200 < total for j in seen)
+    for job in seen:
+        cfg = load_config(job["base"], job["overrides"])
+        assert cfg.run.total_frames == 200
+        assert cfg.learner.optimizer.lr_decay_frames == total  # not 200: no decay to 0 at 200
 
 
 def _png_ok(path: Path) -> bool:
