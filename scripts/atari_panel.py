@@ -17,6 +17,7 @@ holds, besides the compare report:
 - ``panel.png``: training return (mean of the last 100 episodes) against frames, one plot
   per game, one line per learner (the mean over seeds, with the seeds' range shaded), and
   the RIMs paper's LSTM-PPO score at 40M frames and the human score as dashed lines;
+- ``curves.csv``: every trial's curve (game, learner, core, seed, frames, return);
 - ``panel.md``: per game and learner, the frames, seeds, wall time, final training return
   (mean over seeds), its human-normalised score (``envs/data/atari57_random_human.csv``),
   and beside it the LSTM-PPO column of the RIMs paper's Table 7 (Goyal et al. 2019,
@@ -35,6 +36,7 @@ without it each core keeps mira's defaults (LSTM 256, RIMs 6 x 42 = 252, k_A = 4
     python -m scripts.atari_panel --frames 1e7         # both presets, 4 games, seed 0
     python -m scripts.atari_panel --learners impala --seeds 0 1 --frames 2e7
     python -m scripts.atari_panel --dry-run            # list the trials and their state
+    python -m scripts.atari_panel --report             # the table and plot so far, run nothing
     # overrides for every trial:
     python -m scripts.atari_panel --frames 1e7 runtime.num_runners=15 learner.batch_size=60
     python -m scripts.atari_panel --learners ppo --cores lstm rims --paper-widths \
@@ -113,28 +115,49 @@ def learner_of(base: str) -> str:
 def collect(trials) -> dict:
     """The panel's results, one cell per (game, learner, core), with a list entry per seed.
 
-    (game, learner, core) -> {"seeds", "frames", "wall_time_s", "returns", "curves"} from each
-    trial's summary.json and TensorBoard events (trials without a summary yet are left out).
+    (game, learner, core) -> {"seeds", "frames", "wall_time_s", "returns", "curves",
+    "finished"} from each trial's summary.json and TensorBoard events. A trial that has not
+    reached its target (stopped, or still running) is included with the frames and return of
+    the last point of its curve, ``finished`` False and, while it runs, no wall time (None);
+    a trial with no curve point yet is left out.
     """
-    import json
-
     from scripts.report import learning_curve
+    from scripts.trials import read_json
 
     cells: dict = {}
     for t in trials:
-        summary_path = t.dir / "summary.json"
-        if not summary_path.is_file():
+        summary = read_json(t.dir / "summary.json") or {}
+        curve = learning_curve(t.dir) if t.dir.is_dir() else (np.zeros(0), np.zeros(0))
+        finished = (bool(summary) and not summary.get("interrupted")
+                    and summary.get("frames", 0) >= t.cfg.run.total_frames)
+        if not summary and not len(curve[0]):
             continue
-        summary = json.loads(summary_path.read_text())
+        frames, ret, wall = (summary.get("frames", 0), summary.get("episode_return_mean"),
+                             summary.get("wall_time_s"))
+        if not finished and len(curve[0]) and curve[0][-1] > frames:
+            # still running (or resumed since its last stop): the curve is newer than the summary
+            frames, ret, wall = int(curve[0][-1]), float(curve[1][-1]), None
         cell = cells.setdefault((t.cfg.env.game, learner_of(t.base), t.cfg.agent.core),
                                 {"seeds": [], "frames": [], "wall_time_s": [], "returns": [],
-                                 "curves": []})
+                                 "curves": [], "finished": []})
         cell["seeds"].append(t.seed)
-        cell["frames"].append(int(summary["frames"]))
-        cell["wall_time_s"].append(float(summary["wall_time_s"]))
-        cell["returns"].append(summary.get("episode_return_mean"))
-        cell["curves"].append(learning_curve(t.dir))
+        cell["frames"].append(int(frames))
+        cell["wall_time_s"].append(wall)
+        cell["returns"].append(ret)
+        cell["curves"].append(curve)
+        cell["finished"].append(finished)
     return cells
+
+
+def write_curves(cells: dict, path: Path) -> None:
+    """Write every trial's curve to ``path`` as CSV: game, learner, core, seed, frames, return."""
+    with open(path, "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["game", "learner", "core", "seed", "frames", "episode_return_mean100"])
+        for (game, learner, core), cell in sorted(cells.items()):
+            for seed, (xs, ys) in zip(cell["seeds"], cell["curves"]):
+                w.writerows([game, learner, core, seed, int(x), f"{y:.3f}"]
+                            for x, y in zip(xs, ys))
 
 
 def _num(x, digits: int = 1) -> str:
@@ -160,7 +183,11 @@ def table(cells: dict, games, learners, cores=("lstm",)) -> str:
                 returns = [r for r in (cell or {}).get("returns", []) if r is not None]
                 mean = float(np.mean(returns)) if returns else None
                 frames = f"{np.mean(cell['frames']):,.0f}" if cell else "not run"
-                wall = f"{np.mean(cell['wall_time_s']) / 60:.0f} min" if cell else ""
+                if cell and not all(cell.get("finished", [True])):
+                    frames += " (unfinished)"
+                walls = [w for w in (cell or {}).get("wall_time_s", []) if w is not None]
+                wall = (f"{np.mean(walls) / 60:.0f} min" if walls
+                        else "running" if cell else "")
                 seeds = str(len(cell["seeds"])) if cell else "0"
                 hns = None if mean is None else human_normalized(game, mean)
                 lines.append(f"| {game} | {learner} | {core} | {frames} | {seeds} | {wall} | "
@@ -248,6 +275,9 @@ def main(argv: list[str] | None = None) -> int:
                    help="trials at once (default 1: 2 cores)")
     p.add_argument("--dry-run", action="store_true",
                    help="validate every trial and list what would run")
+    p.add_argument("--report", action="store_true",
+                   help="run nothing: write panel.md, panel.png and curves.csv from the trials "
+                        "as they stand (a running or stopped trial's row says unfinished)")
     args = p.parse_args(argv)
     from envs.scores import reference_scores as random_human
     from learners.config import ConfigError
@@ -272,9 +302,13 @@ def main(argv: list[str] | None = None) -> int:
     path = compare_file(out, args.frames, args.games, args.learners, args.seeds, args.overrides,
                         args.cores, args.paper_widths, args.schedule_frames)
     try:
-        result = run_compare(str(path), dry_run=args.dry_run, max_concurrent=args.max_concurrent)
-        if args.dry_run:
-            return 0
+        if args.report:
+            result = {"failed": []}
+        else:
+            result = run_compare(str(path), dry_run=args.dry_run,
+                                 max_concurrent=args.max_concurrent)
+            if args.dry_run:
+                return 0
         _, trials, _ = load_spec(path)
     except ConfigError as e:
         print(f"atari_panel: error: {e}", file=sys.stderr)
@@ -295,7 +329,9 @@ def main(argv: list[str] | None = None) -> int:
         "ours at the frames shown.", "",
         table(cells, args.games, args.learners, cores), "", "![panel](panel.png)", ""])
     (out / "panel.md").write_text(text)
-    print(f"[panel] wrote {out / 'panel.md'} and {out / 'panel.png'}", file=sys.stderr)
+    write_curves(cells, out / "curves.csv")
+    print(f"[panel] wrote {out / 'panel.md'}, {out / 'panel.png'} and {out / 'curves.csv'}",
+          file=sys.stderr)
     return 1 if result["failed"] else 0
 
 

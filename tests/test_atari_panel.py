@@ -60,3 +60,34 @@ def test_rims_study_uses_the_paper_widths(tmp_path, capsys):
     assert (by_core["rims"].num_units, by_core["rims"].unit_size,
             by_core["rims"].k_active) == (6, 85, 5)
     assert all(t.cfg.env.episodic_life for t in trials)  # the PPO preset's, as Kostrikov's wrappers
+
+
+def test_report_shows_unfinished_and_finished_trials(tmp_path, capsys):
+    """--report runs nothing and tables the trials as they stand, a running one marked so."""
+    import json
+
+    from torch.utils.tensorboard import SummaryWriter
+
+    from scripts.compare import load_spec
+
+    args = ["--learners", "impala", "--games", "Pong", "--frames", "2e6", "--out", str(tmp_path)]
+    assert atari_panel.main(["--dry-run", *args]) == 0
+    (trial,) = load_spec(tmp_path / "panel_compare.yaml")[1]
+    writer = SummaryWriter(str(trial.dir))
+    for frames, ret in [(500_000, -20.0), (1_000_000, -15.5)]:
+        writer.add_scalar("episode_return_mean100", ret, frames)
+    writer.close()
+    assert atari_panel.main(["--report", *args]) == 0
+    row = next(line for line in (tmp_path / "panel.md").read_text().splitlines()
+               if line.startswith("| Pong |"))
+    assert "| 1,000,000 (unfinished) | 1 | running | -15.5 |" in row
+    assert not (tmp_path / "summary.json").exists() and "started" not in capsys.readouterr().err
+    lines = (tmp_path / "curves.csv").read_text().splitlines()
+    assert lines[0] == "game,learner,core,seed,frames,episode_return_mean100"
+    assert lines[1:] == ["Pong,impala,lstm,0,500000,-20.000", "Pong,impala,lstm,0,1000000,-15.500"]
+    # finished: the summary's figures, with its wall time
+    (trial.dir / "summary.json").write_text(json.dumps(
+        {"frames": 2_000_000, "episode_return_mean": -14.0, "wall_time_s": 900.0,
+         "interrupted": False}))
+    assert atari_panel.main(["--report", *args]) == 0
+    assert "| 2,000,000 | 1 | 15 min | -14.0 |" in (tmp_path / "panel.md").read_text()
