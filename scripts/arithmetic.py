@@ -18,8 +18,9 @@ threshold; *solved at* is the first evaluated iteration where it does; the *spar
 error* (eq. 18, over all weight matrices) is read at the best-validation iteration.
 Success rates carry a Wilson 95% interval, means a normal 95% interval, as in Table 1.
 
-The defaults are the paper's protocol, 100 seeds for 2 * 10^5 iterations (about 21
-minutes on 2 cores); ``--seeds 20 --iterations 20000`` is a quick look, which cuts NAC*
+The defaults are the paper's protocol, 100 seeds for 2 * 10^5 iterations (about 16
+minutes of one core: 954 s of CPU, measured 2026-11-24; README.md "Paper checks" has the
+result beside Table 1); ``--seeds 20 --iterations 20000`` is a quick look, which cuts NAC*
 and NALU off before their paper medians of 5.5e4 and 7.0e4 iterations. The NMU's
 sparsity regulariser uses Table 3's schedule, ``lambda_hat = 10`` ramped from iteration
 1e6 to 2e6 (eq. 15); Table 1's runs stop at 2e5, before the ramp starts, so they are
