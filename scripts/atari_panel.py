@@ -186,8 +186,9 @@ def table(cells: dict, games, learners, cores=("lstm",)) -> str:
                 if cell and not all(cell.get("finished", [True])):
                     frames += " (unfinished)"
                 walls = [w for w in (cell or {}).get("wall_time_s", []) if w is not None]
+                # a trial stopped or still running has no wall time (its summary is older)
                 wall = (f"{np.mean(walls) / 60:.0f} min" if walls
-                        else "running" if cell else "")
+                        else "not finished" if cell else "")
                 seeds = str(len(cell["seeds"])) if cell else "0"
                 hns = None if mean is None else human_normalized(game, mean)
                 lines.append(f"| {game} | {learner} | {core} | {frames} | {seeds} | {wall} | "

@@ -44,6 +44,7 @@ import functools
 import itertools
 import json
 import math
+import os
 import re
 import sys
 import time
@@ -211,8 +212,6 @@ def load_spec(path: str | Path, out: str | None = None) -> tuple[CompareSpec, li
 
 def _connect(spec: CompareSpec, cfg: ExperimentConfig):
     """Ray at ``runtime.address``, else a local instance that holds at least one whole trial."""
-    import os
-
     from learners.fleet import start_ray
 
     actors = cfg.runtime.num_runners + cfg.runtime.learner_cpus if cfg.runtime.num_runners else 0
@@ -258,8 +257,9 @@ def _run_jobs(jobs: list[dict], spec: CompareSpec, cfg: ExperimentConfig,
 
     limit = max_concurrent or _capacity(ray, spec, cfg)
     tell = (lambda *a: None) if quiet else say
-    tell(f"running {len(jobs)} trial(s), up to {limit} at once, "
-         f"on {ray.cluster_resources().get('CPU', 0):.0f} CPUs")
+    tell(f"running {len(jobs)} trial(s), up to {limit} at once, on "
+         f"{ray.cluster_resources().get('CPU', 0):.0f} Ray CPU slots"
+         + ("" if cfg.runtime.address else f" ({os.cpu_count()} cores on this machine)"))
     opts = dict(num_cpus=spec.resources.cpus_per_trial, num_gpus=spec.resources.gpus_per_trial,
                 max_retries=1)
     if spec.resources.placement == "driver":

@@ -63,7 +63,7 @@ def test_rims_study_uses_the_paper_widths(tmp_path, capsys):
 
 
 def test_report_shows_unfinished_and_finished_trials(tmp_path, capsys):
-    """--report runs nothing and tables the trials as they stand, a running one marked so."""
+    """--report runs nothing and tables the trials as they stand, an unfinished one marked so."""
     import json
 
     from torch.utils.tensorboard import SummaryWriter
@@ -80,7 +80,7 @@ def test_report_shows_unfinished_and_finished_trials(tmp_path, capsys):
     assert atari_panel.main(["--report", *args]) == 0
     row = next(line for line in (tmp_path / "panel.md").read_text().splitlines()
                if line.startswith("| Pong |"))
-    assert "| 1,000,000 (unfinished) | 1 | running | -15.5 |" in row
+    assert "| 1,000,000 (unfinished) | 1 | not finished | -15.5 |" in row
     assert not (tmp_path / "summary.json").exists() and "started" not in capsys.readouterr().err
     lines = (tmp_path / "curves.csv").read_text().splitlines()
     assert lines[0] == "game,learner,core,seed,frames,episode_return_mean100"
