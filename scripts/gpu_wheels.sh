@@ -14,7 +14,7 @@
 #   - setup.sh: sourced on the GPU machine, it installs all of it into /tmp/site and
 #     defines `mira` (python3 -m scripts.cli).
 # On the GPU machine, from the repository root:
-#   . .whl/setup.sh && python3 -m pytest -q && mira bench configs/impala_atari.yaml env.game=Pong runtime.num_runners=15
+#   . .whl/setup.sh && python3 -m pytest -q && mira bench configs/impala_atari_paper.yaml env.game=Pong runtime.num_runners=15
 set -euo pipefail
 cd "$(git rev-parse --show-toplevel)"
 grep -qx '/.whl/' .git/info/exclude 2>/dev/null || echo '/.whl/' >> .git/info/exclude
