@@ -212,8 +212,9 @@ def markdown(res: dict) -> str:
     for slug, error in res["failed"].items():
         lines.append(f"| {slug} | failed: {error} | | | |")
     lines += ["", "![learning curves](learning_curves.png)", "",
-              "![final scores](final_scores.png)", "",
-              "![probability of improvement](probability_of_improvement.png)", ""]
+              "![final scores](final_scores.png)", ""]
+    if len(poi["variants"]) > 1:
+        lines += ["![probability of improvement](probability_of_improvement.png)", ""]
     return "\n".join(lines)
 
 
@@ -275,8 +276,10 @@ def plot(out: Path, res: dict, curves: dict, curve_label: str) -> None:
     fig.tight_layout()
     fig.savefig(out / "final_scores.png", dpi=120)
     plt.close(fig)
-    # Probability of improvement.
+    # Probability of improvement: a matrix of pairs, so nothing to draw for one variant.
     poi = res["probability_of_improvement"]
+    if len(poi["variants"]) < 2:
+        return
     labels = [variants[n]["label"] for n in poi["variants"]]
     m = np.array([[np.nan if p is None else p["value"] for p in row] for row in poi["matrix"]],
                  dtype=float).reshape(len(labels), len(labels))
