@@ -200,6 +200,9 @@ def load_spec(path: str | Path, out: str | None = None) -> tuple[CompareSpec, li
             except ConfigError as e:
                 raise ConfigError(f"variant {variant} (seed {seed}): {e}") from None
             trials.append(Trial(variant, settings, seed, str(base), overrides, cfg))
+    # Seed-major order (every variant's seed 0, then every variant's seed 1, ...): trials run in
+    # this order, so a long compare stopped part-way has every variant at the same seeds.
+    trials.sort(key=lambda t: spec.seeds.index(t.seed))
     if spec.pbt.enabled:
         from scripts.pbt import check
 

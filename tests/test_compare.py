@@ -59,8 +59,9 @@ def test_dry_run_lists_trials_and_their_run_dirs(tmp_path, capsys):
                  "hidden-size-32-seed0", "hidden-size-32-seed1"):
         assert slug in err
     spec, trials, out = load_spec(path)
-    assert [t.cfg.agent.core_options.hidden_size for t in trials] == [16, 16, 32, 32]
-    assert [t.cfg.run.seed for t in trials] == [0, 1, 0, 1]
+    # seed-major, the order they run in: a compare stopped part-way is balanced over variants
+    assert [t.cfg.agent.core_options.hidden_size for t in trials] == [16, 32, 16, 32]
+    assert [t.cfg.run.seed for t in trials] == [0, 0, 1, 1]
     assert trials[0].dir == out / "trials" / "hidden-size-16-seed0" and not out.exists()
 
 
