@@ -26,6 +26,10 @@ GPU-sized: hours per core on 2 CPU cores.
 Both columns matter: the train-length CE must be near 0 (the task learnt) before the
 test-length CE says anything about length generalisation.
 
+Ctrl-C (SIGINT, e.g. ``timeout -s INT 1h``) stops training where it is, evaluates the model as
+it stands and prints the table with the steps it reached, marked "(stopped)"; cores after it
+in ``--cores`` are not trained.
+
     python -m scripts.copying [--cores lstm rims mi_lstm alstm] [--steps 400] [--hidden 120]
                               [--paper]
 """
@@ -121,16 +125,23 @@ def train_core(name: str, args: argparse.Namespace) -> dict:
     g = torch.Generator().manual_seed(args.seed)
     log_every = max(1, args.steps // 10)
     start = time.perf_counter()
-    for step in range(1, args.steps + 1):
-        x, target = copying_batch(args.batch_size, args.train_dormant, g)
-        loss, acc = last10_metrics(model(x), target)
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        nn.utils.clip_grad_norm_(model.parameters(), args.clip)
-        optimizer.step()
-        if step % log_every == 0 or step == args.steps:
-            print(f"[{name}] step {step}/{args.steps}  train CE {loss.item():.3f}  acc {acc:.2f}  "
-                  f"{time.perf_counter() - start:.0f}s", flush=True)
+    done, stopped = 0, False
+    try:
+        for step in range(1, args.steps + 1):
+            x, target = copying_batch(args.batch_size, args.train_dormant, g)
+            loss, acc = last10_metrics(model(x), target)
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            nn.utils.clip_grad_norm_(model.parameters(), args.clip)
+            optimizer.step()
+            done = step
+            if step % log_every == 0 or step == args.steps:
+                print(f"[{name}] step {step}/{args.steps}  train CE {loss.item():.3f}  "
+                      f"acc {acc:.2f}  {time.perf_counter() - start:.0f}s", flush=True)
+    except KeyboardInterrupt:  # Ctrl-C: evaluate what the steps so far have trained
+        stopped = True
+        print(f"[{name}] stopped at step {done}/{args.steps}; evaluating the model as it is",
+              flush=True)
     train_seconds = time.perf_counter() - start
     eval_batch = min(args.eval_batch_size, 256)
     ce_train, acc_train = evaluate(model, args.train_dormant, args.eval_batch_size, eval_batch,
@@ -139,7 +150,8 @@ def train_core(name: str, args: argparse.Namespace) -> dict:
                                  args.seed + 2)
     row = {"core": name, "params": sum(p.numel() for p in model.core.parameters()),
            "ce_train_length": ce_train, "acc_train_length": acc_train,
-           "ce_test_length": ce_test, "acc_test_length": acc_test, "train_seconds": train_seconds}
+           "ce_test_length": ce_test, "acc_test_length": acc_test, "train_seconds": train_seconds,
+           "steps": done, "stopped": stopped}
     diagnostics = getattr(model.core, "diagnostics", None)
     if diagnostics is not None:
         row.update({k: v.tolist() for k, v in diagnostics().items()})
@@ -151,13 +163,14 @@ def format_table(rows: list[dict], args: argparse.Namespace) -> str:
     lines = [
         f"| core | core params | CE dormant {args.train_dormant} (train length) | "
         f"CE dormant {args.test_dormant} (test length) | acc {args.train_dormant} | "
-        f"acc {args.test_dormant} | train time (s) |",
-        "| --- | ---: | ---: | ---: | ---: | ---: | ---: |",
+        f"acc {args.test_dormant} | steps | train time (s) |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     for r in rows:
+        steps = f"{r['steps']:,}" + (" (stopped)" if r["stopped"] else "")
         lines.append(f"| {r['core']} | {r['params']:,} | {r['ce_train_length']:.3f} | "
                      f"{r['ce_test_length']:.3f} | {r['acc_train_length']:.2f} | "
-                     f"{r['acc_test_length']:.2f} | {r['train_seconds']:.0f} |")
+                     f"{r['acc_test_length']:.2f} | {steps} | {r['train_seconds']:.0f} |")
     return "\n".join(lines)
 
 
@@ -200,7 +213,14 @@ def main(argv: list[str] | None = None) -> list[dict]:
     threads = torch.get_num_threads()
     torch.set_num_threads(args.threads)
     try:
-        rows = [train_core(name, args) for name in args.cores]
+        rows = []
+        for name in args.cores:
+            rows.append(train_core(name, args))
+            if rows[-1]["stopped"]:  # Ctrl-C ends the run: the cores after it are not trained
+                skipped = args.cores[len(rows):]
+                if skipped:
+                    print(f"[copying] not trained after Ctrl-C: {', '.join(skipped)}", flush=True)
+                break
     finally:
         torch.set_num_threads(threads)  # main() is also called from tests
     print(f"\nCopying task: {args.steps} steps x batch {args.batch_size}, width {args.hidden}, "
