@@ -75,7 +75,7 @@ def test_a_seed_axis_in_the_matrix_is_the_seeds_list(tmp_path):
     spec, trials, _ = load_spec(path)
     assert spec.seeds == [3, 4, 5] and "run.seed" not in spec.matrix
     assert sorted({t.variant for t in trials}) == ["hidden-size-16", "hidden-size-32"]
-    assert [t.cfg.run.seed for t in trials] == [3, 4, 5, 3, 4, 5]
+    assert [t.cfg.run.seed for t in trials] == [3, 3, 4, 4, 5, 5]  # seed-major
     with pytest.raises(ConfigError, match="seeds are given twice"):
         load_spec(write_compare(tmp_path, matrix={"run.seed": [7, 8]}))
     with pytest.raises(ConfigError, match="overrides.run.seed"):
