@@ -8,6 +8,7 @@ end every Ray process of the machine, a developer's running experiments included
 """
 
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -21,15 +22,35 @@ ROOT = Path(__file__).resolve().parents[1]
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
 
 
+_taken: set[int] = set()
+
+
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A free port below the kernel's ephemeral range and above Ray's worker ports.
+
+    A port the kernel hands out (``bind(0)``) lies in the ephemeral range, where the outgoing
+    connections of the head's own processes may take it before the server meant for it binds
+    (the likeliest cause of a CI run whose dashboard never came up). Ray's workers listen on
+    10002-19999.
+    """
+    ephemeral = Path("/proc/sys/net/ipv4/ip_local_port_range")
+    low = int(ephemeral.read_text().split()[0]) if ephemeral.exists() else 32768
+    while True:
+        port = random.randrange(20000, max(min(low, 32768), 20100))
+        if port in _taken:
+            continue
+        with socket.socket() as s:
+            try:
+                s.bind(("0.0.0.0", port))
+            except OSError:
+                continue
+        _taken.add(port)
+        return port
 
 
-def wait_for(port: int, seconds: float) -> bool:
+def wait_for(port: int, seconds: float, process: subprocess.Popen) -> bool:
     end = time.time() + seconds
-    while time.time() < end:
+    while time.time() < end and process.poll() is None:
         try:
             socket.create_connection(("127.0.0.1", port), timeout=1).close()
             return True
@@ -48,6 +69,7 @@ def test_ray_job_submit_runs_mira_train(tmp_path):
                    capture_output=True, timeout=60)
     assert (tmp_path / "home" / ".ray" / "auth_token").is_file()
     gcs, dashboard = free_port(), free_port()
+    head_log = open(tmp_path / "head.log", "w")  # a file: a pipe nobody reads can fill and block
     head = subprocess.Popen(
         [ray_cli, "start", "--head", f"--port={gcs}", f"--dashboard-port={dashboard}",
          # Every fixed default port moved: another Ray instance on the machine (a test's, a run's)
@@ -58,10 +80,11 @@ def test_ray_job_submit_runs_mira_train(tmp_path):
                         "ray-client-server-port", "node-manager-port",
                         "object-manager-port")),
          "--num-cpus=3", "--include-dashboard=true", "--block"],
-        env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-        start_new_session=True)
+        env=env, stdout=head_log, stderr=subprocess.STDOUT, text=True, start_new_session=True)
     try:
-        assert wait_for(dashboard, 90), "the head node's dashboard did not come up"
+        assert wait_for(dashboard, 180, head), (
+            "the head node's dashboard did not come up; head output:\n"
+            + (tmp_path / "head.log").read_text()[-3000:])
         overrides = ["runtime.address=auto", "runtime.num_runners=1", "run.total_frames=600",
                      "run.log_every_s=1", "runtime.envs_per_runner=4", "learner.unroll_length=5",
                      "learner.batch_size=4", f"run.dir={tmp_path / 'job_run'}"]
@@ -78,8 +101,10 @@ def test_ray_job_submit_runs_mira_train(tmp_path):
         assert "[mira] done:" in job.stdout + job.stderr
         assert (tmp_path / "job_run" / "summary.json").is_file()
     finally:
-        os.killpg(head.pid, signal.SIGTERM)
+        if head.poll() is None:
+            os.killpg(head.pid, signal.SIGTERM)
         try:
             head.wait(timeout=60)
         except subprocess.TimeoutExpired:
             os.killpg(head.pid, signal.SIGKILL)
+        head_log.close()
