@@ -44,7 +44,9 @@ def ray_local():
     """One local Ray instance for all tests marked ``ray`` (Ray takes seconds to start)."""
     ray = pytest.importorskip("ray")
     if not ray.is_initialized():
-        ray.init(num_cpus=4, include_dashboard=False, log_to_driver=False)
+        # "local": a new instance always. With no address Ray connects to the cluster named in
+        # /tmp/ray/ray_current_cluster, which a head node killed by signal leaves behind, stale.
+        ray.init(address="local", num_cpus=4, include_dashboard=False, log_to_driver=False)
     yield ray
     ray.shutdown()
 

@@ -108,3 +108,8 @@ def test_ray_job_submit_runs_mira_train(tmp_path):
         except subprocess.TimeoutExpired:
             os.killpg(head.pid, signal.SIGKILL)
         head_log.close()
+        # `ray stop` would remove the head's address file; a head stopped by signal leaves it,
+        # and a later ray.init() with no address would try to join the dead cluster.
+        current = Path("/tmp/ray/ray_current_cluster")
+        if current.is_file() and current.read_text().strip().endswith(f":{gcs}"):
+            current.unlink()
