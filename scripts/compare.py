@@ -35,6 +35,8 @@ resume_from=...)``) and starts the rest; raising ``run.total_frames`` extends fi
 (their linear learning-rate schedule then ends at the new total unless
 ``learner.optimizer.lr_decay_frames`` fixed its end).
 ``scripts/report.py`` then writes ``results.json``, ``report.md`` and the PNG plots.
+``--report`` runs nothing and writes them from the trials finished and evaluated so far (a long
+compare's interim result; ``report.md`` names the trials it leaves out).
 """
 
 from __future__ import annotations
@@ -53,7 +55,16 @@ from pathlib import Path
 
 from learners.config import ConfigError, ExperimentConfig, from_dict, load_config, read_yaml
 from scripts.pbt import PBTSpec
-from scripts.trials import flatten, make_job, needs_work, override, run_trial, say, trial_state
+from scripts.trials import (
+    eval_is_current,
+    flatten,
+    make_job,
+    needs_work,
+    override,
+    run_trial,
+    say,
+    trial_state,
+)
 
 AGGREGATES = ("median", "mean", "iqm", "capped_mean")
 
@@ -308,9 +319,29 @@ def _run_jobs(jobs: list[dict], spec: CompareSpec, cfg: ExperimentConfig,
     return results, failed
 
 
+def _partial_report(spec: CompareSpec, trials: list[Trial], out_dir: Path, status: dict,
+                    quiet: bool) -> dict:
+    """The report of the trials finished and evaluated so far; nothing runs."""
+    from scripts.report import write_report
+
+    episodes = spec.evaluate.episodes
+    ready = [t for t in trials
+             if status[t.slug] == "done" and (not episodes or eval_is_current(t.dir, episodes))]
+    unfinished = [t.slug for t in trials if t.slug not in {r.slug for r in ready}]
+    results = None
+    if ready:
+        results = write_report(out_dir, spec, ready, {}, trials[0].cfg.run.total_frames,
+                               unfinished)
+    if not quiet:
+        say(f"wrote {out_dir / 'report.md'}: {len(ready)} of {len(trials)} trial(s) finished and "
+            f"evaluated" + (f"; left out: {', '.join(unfinished)}" if unfinished else "")
+            if ready else "no trial is finished and evaluated yet; no report")
+    return {"out": str(out_dir), "trials": status, "failed": {}, "results": results}
+
+
 def run_compare(path: str, dry_run: bool = False, max_concurrent: int | None = None,
-                out: str | None = None, quiet: bool = False) -> dict:
-    """Validate, run every trial, evaluate, report.
+                out: str | None = None, quiet: bool = False, report_only: bool = False) -> dict:
+    """Validate, run every trial, evaluate, report (``report_only``: report, run nothing).
 
     Returns {"out", "trials": {slug: status}, "failed", "results"}.
     """
@@ -330,6 +361,8 @@ def run_compare(path: str, dry_run: bool = False, max_concurrent: int | None = N
     if dry_run:
         return {"out": str(out_dir), "trials": status, "failed": {}, "results": None}
     out_dir.mkdir(parents=True, exist_ok=True)
+    if report_only:
+        return _partial_report(spec, trials, out_dir, status, quiet)
     # Ray is sized for the hungriest trial: a matrix over presets (`base`) mixes runner counts,
     # and a local instance sized for the first would leave a bigger trial's actors waiting forever.
     widest = max((t.cfg for t in trials),
@@ -366,7 +399,7 @@ def run_compare(path: str, dry_run: bool = False, max_concurrent: int | None = N
 def _command(args) -> int:
     try:
         result = run_compare(args.config, dry_run=args.dry_run, max_concurrent=args.max_concurrent,
-                             out=args.out)
+                             out=args.out, report_only=args.report)
     except KeyboardInterrupt:
         return 130
     if result["failed"]:
@@ -383,6 +416,9 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
                    help="compare YAML, e.g. configs/compare_heads_lab6.yaml")
     c.add_argument("--dry-run", action="store_true",
                    help="validate every trial and list what would run")
+    c.add_argument("--report", action="store_true",
+                   help="run nothing: write the report of the trials finished and evaluated so "
+                        "far (a long compare's interim result)")
     c.add_argument("--max-concurrent", type=int, metavar="N",
                    help="trials in flight at once (default: what the cluster holds)")
     c.add_argument("--out", metavar="DIR",

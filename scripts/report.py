@@ -82,8 +82,9 @@ def _interval(ci) -> dict:
     return {"value": ci.estimate, "ci95": [ci.low, ci.high]}
 
 
-def collect(out: Path, spec, trials, failed: dict, target_frames: int) -> dict:
-    """Everything the report shows, as plain JSON."""
+def collect(out: Path, spec, trials, failed: dict, target_frames: int,
+            unfinished: list[str] = ()) -> dict:
+    """Everything the report shows, as plain JSON (``unfinished``: trials left out, by slug)."""
     rows = []
     for t in trials:
         summary = json.loads((t.dir / "summary.json").read_text())
@@ -141,7 +142,7 @@ def collect(out: Path, spec, trials, failed: dict, target_frames: int) -> dict:
         "score": f"{evaluated[0]['eval']['score']} score" if normalised else "raw episode return",
         "score_key": key, "aggregate": headline, "evaluation_episodes": spec.evaluate.episodes,
         "ci": f"95% percentile stratified bootstrap over seeds (per task), {REPS} replicates",
-        "trials": rows, "variants": variants, "failed": failed,
+        "trials": rows, "variants": variants, "failed": failed, "unfinished": list(unfinished),
         "probability_of_improvement": {"variants": names, "matrix": poi}, "pbt": pbt,
         "compare": dataclasses.asdict(spec),
     }
@@ -165,6 +166,10 @@ def markdown(res: dict) -> str:
              "of each trial's last checkpoint.", "",
              f"**Score: {res['score']}**; headline aggregate **{agg}** over seeds x tasks; "
              f"CIs: {res['ci']} (Agarwal et al. 2021).", ""]
+    if res.get("unfinished"):
+        lines += [f"**Partial report** (`mira compare --report`): {len(res['unfinished'])} "
+                  "trial(s) not finished and evaluated yet are left out: "
+                  + ", ".join(res["unfinished"]) + ".", ""]
     if res["pbt"]:
         lines += ["PBT was on: seeds of one variant exchanged weights, so they are not independent "
                   "runs and the CIs understate the uncertainty.", ""]
@@ -174,7 +179,9 @@ def markdown(res: dict) -> str:
               "| --- | ---: | --- | ---: | ---: | ---: | ---: |"]
     for v in variants.values():
         a = v["aggregates"].get(agg)
-        ci = f"[{_fmt(a['ci95'][0])}, {_fmt(a['ci95'][1])}]" if a else "n/a"
+        # One seed: the bootstrap over seeds has nothing to resample, its "interval" is a point.
+        ci = ("n/a (one seed)" if len(v["seeds"]) == 1
+              else f"[{_fmt(a['ci95'][0])}, {_fmt(a['ci95'][1])}]" if a else "n/a")
         lines.append(f"| {v['label']} | {_fmt(a and a['value'])} | {ci} | {len(v['seeds'])} | "
                      f"{v['frames_mean']:,.0f} | {duration(v['wall_time_s_mean'])} | "
                      f"{v['params'] or 0:,} |")
@@ -196,9 +203,12 @@ def markdown(res: dict) -> str:
                   "with its 95% CI.", "",
                   "| row \\ column | " + " | ".join(labels) + " |",
                   "| --- |" + " --- |" * len(labels)]
-        for label, row in zip(labels, poi["matrix"]):
+        one_seed = [len(variants[n]["seeds"]) == 1 for n in poi["variants"]]
+        for i, (label, row) in enumerate(zip(labels, poi["matrix"])):
             cells = ["—" if p is None
-                     else f"{p['value']:.2f} [{p['ci95'][0]:.2f}, {p['ci95'][1]:.2f}]" for p in row]
+                     else f"{p['value']:.2f} (one seed)" if one_seed[i] or one_seed[j]
+                     else f"{p['value']:.2f} [{p['ci95'][0]:.2f}, {p['ci95'][1]:.2f}]"
+                     for j, p in enumerate(row)]
             lines.append(f"| {label} | " + " | ".join(cells) + " |")
     lines += ["", "## Trials", "",
               "| trial | frames | wall time | train return (last 100) | "
@@ -304,13 +314,14 @@ def plot(out: Path, res: dict, curves: dict, curve_label: str) -> None:
     plt.close(fig)
 
 
-def write_report(out: Path, spec, trials, failed: dict, target_frames: int) -> dict:
+def write_report(out: Path, spec, trials, failed: dict, target_frames: int,
+                 unfinished: list[str] = ()) -> dict:
     """Write ``results.json``, ``report.md`` and the plots into ``out``; returns the results.
 
     ``trials`` are the compare trials that did not fail; ``failed`` maps the others' slugs to
-    their errors.
+    their errors; ``unfinished`` names the trials a partial report leaves out.
     """
-    res = collect(out, spec, trials, failed, target_frames)
+    res = collect(out, spec, trials, failed, target_frames, unfinished)
     (out / "results.json").write_text(json.dumps(res, indent=2))
     (out / "report.md").write_text(markdown(res))
     # Multitask returns are on per-level scales (Watermaze up to 33, most levels about 1), so

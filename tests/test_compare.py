@@ -151,6 +151,15 @@ def test_compare_runs_reports_and_resumes(tmp_path, ray_local):
     summary_path = out / "trials" / "hidden-size-16-seed1" / "summary.json"
     summary_path.write_text(json.dumps(dict(json.loads(summary_path.read_text()),
                                             interrupted=True)))
+    # --report runs nothing: the report of the three finished trials, naming the fourth.
+    partial = run_compare(str(path), quiet=True, report_only=True)
+    assert partial["trials"]["hidden-size-16-seed1"] == "resume"
+    assert partial["results"]["unfinished"] == ["hidden-size-16-seed1"]
+    assert [r["trial"] for r in partial["results"]["trials"]] == [
+        "hidden-size-16-seed0", "hidden-size-32-seed0", "hidden-size-32-seed1"]
+    report = (out / "report.md").read_text()
+    assert "Partial report" in report and "hidden-size-16-seed1" in report.split("## Trials")[0]
+    assert "| hidden_size=16 | " in report and "n/a (one seed)" in report
     third = run_compare(str(path), quiet=True)["trials"]
     assert third.pop("hidden-size-16-seed1") == "resumed" and set(third.values()) == {"skipped"}
     assert json.loads(summary_path.read_text())["interrupted"] is False
