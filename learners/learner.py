@@ -20,7 +20,7 @@ from agents.agent import Agent
 from envs.trajectory import Trajectory
 from learners.algorithms import LEARNERS
 from learners.batch import Batch
-from learners.config import ConfigError
+from learners.config import ConfigError, lr_at
 from learners.optim import RMSpropTF
 
 
@@ -128,16 +128,8 @@ class Learner:
     # ------------------------------------------------------------------ updates
 
     def lr(self) -> float:
-        """The learning rate now: ``optimizer.lr``, decayed linearly to 0 at ``run.total_frames``.
-
-        ``optimizer.lr_decay_frames`` (when set) replaces ``run.total_frames`` as the end of
-        the decay; ``optimizer.lr_schedule: constant`` keeps ``optimizer.lr`` throughout.
-        """
-        o = self.lcfg.optimizer
-        if o.lr_schedule == "constant":
-            return o.lr
-        horizon = o.lr_decay_frames or self.cfg.run.total_frames
-        return o.lr * max(0.0, 1.0 - self.frames / horizon)
+        """The learning rate now, on the config's schedule (``learners.config.lr_at``)."""
+        return lr_at(self.cfg, self.frames)
 
     def step(self, loss: torch.Tensor) -> float:
         """One optimizer step at the scheduled lr; returns the pre-clip gradient norm.

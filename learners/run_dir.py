@@ -16,7 +16,14 @@ from pathlib import Path
 
 import torch
 
-from learners.config import ConfigError, ExperimentConfig, load_config, read_yaml, save_config
+from learners.config import (
+    ConfigError,
+    ExperimentConfig,
+    load_config,
+    lr_schedule_change,
+    read_yaml,
+    save_config,
+)
 
 # meta.json's "config_format": 2 since IMPALA reads learner.epochs/minibatches, 3 since it
 # reads learner.clip_value and learner.recurrence (RunDir._format_overrides).
@@ -132,9 +139,25 @@ class RunDir:
 
     # ------------------------------------------------------------------ checkpoints
 
+    @staticmethod
+    def frames_of(path: Path) -> int:
+        """The frames a ``ckpt_<frames>.pt`` checkpoint was written at, from its name."""
+        return int(path.stem.split("_")[1])
+
     def checkpoint_paths(self) -> list[Path]:
         """The run's checkpoint files, fewest frames first."""
-        return sorted(self.checkpoints.glob("ckpt_*.pt"), key=lambda p: int(p.stem.split("_")[1]))
+        return sorted(self.checkpoints.glob("ckpt_*.pt"), key=self.frames_of)
+
+    def schedule_note(self, cfg: ExperimentConfig) -> str | None:
+        """A line when resuming under ``cfg`` moves the learning rate off the saved schedule.
+
+        ``learners.config.lr_schedule_change`` at the latest checkpoint's frames, between the
+        saved config.yaml and ``cfg``; None without a checkpoint or when nothing changes.
+        """
+        ckpt = self.latest_checkpoint()
+        if ckpt is None or not (self.path / "config.yaml").is_file():
+            return None
+        return lr_schedule_change(self.load_config(), cfg, self.frames_of(ckpt))
 
     def latest_checkpoint(self) -> Path | None:
         """The checkpoint with the most frames, or None."""

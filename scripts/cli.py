@@ -33,8 +33,11 @@ def _train(args) -> int:
             raise ConfigError(f"cannot resume: {args.resume} has no checkpoint in checkpoints/")
         # Refused here, before anything starts, if its weights are not finite.
         RunDir.load_checkpoint(ckpt)
+        note = run.schedule_note(run.load_config(args.overrides))
         cfg = run.resume_config(args.overrides)
         print(f"[mira] resuming {run.path} from {ckpt.name}", file=sys.stderr)
+        if note:
+            print(f"[mira] note: {note}", file=sys.stderr)
     else:
         if not args.config:
             raise ConfigError("mira train needs a CONFIG file (or --resume RUN_DIR)")

@@ -11,7 +11,7 @@ import json
 import sys
 from pathlib import Path
 
-from learners.config import load_config
+from learners.config import load_config, save_config
 
 
 def say(*parts) -> None:
@@ -88,6 +88,8 @@ def run_trial(job: dict) -> dict:
           contextlib.redirect_stderr(log)):
         if state != "done":
             run = RunDir.open(run_dir) if state == "resume" else RunDir.create(cfg, job["base"])
+            if state == "resume":
+                save_config(cfg, run.path / "config.yaml")  # the run dir says what it resumed with
             Trainer(cfg, run,
                     resume_from=run.latest_checkpoint() if state == "resume" else None).train()
         summary = read_json(run_dir / "summary.json")

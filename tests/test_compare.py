@@ -124,7 +124,7 @@ def _png_ok(path: Path) -> bool:
 
 
 @pytest.mark.ray
-def test_compare_runs_reports_and_resumes(tmp_path, ray_local):
+def test_compare_runs_reports_and_resumes(tmp_path, ray_local, capsys):
     path = write_compare(tmp_path)
     first = run_compare(str(path), quiet=True)
     assert first["trials"] == {s: "trained" for s in first["trials"]} and len(first["trials"]) == 4
@@ -163,6 +163,16 @@ def test_compare_runs_reports_and_resumes(tmp_path, ray_local):
     third = run_compare(str(path), quiet=True)["trials"]
     assert third.pop("hidden-size-16-seed1") == "resumed" and set(third.values()) == {"skipped"}
     assert json.loads(summary_path.read_text())["interrupted"] is False
+
+    # Raising run.total_frames extends the finished trials; their decayed lr restarts, and the
+    # listing says so (not when lr_decay_frames fixes the schedule's end).
+    data = yaml.safe_load(path.read_text())
+    data["overrides"]["run.total_frames"] = 2 * data["overrides"]["run.total_frames"]
+    path.write_text(yaml.safe_dump(data))
+    capsys.readouterr()
+    assert set(run_compare(str(path), dry_run=True)["trials"].values()) == {"resume"}
+    err = capsys.readouterr().err
+    assert "note: 4 trial(s) resume off their schedule" in err and "jumps from 0 to" in err
 
 
 @pytest.mark.ray

@@ -70,6 +70,9 @@ def test_resume_continues_frames_and_optimizer_state(tmp_path, small_cfg):
     assert opt_state and all(torch.equal(opt_state[k]["square_avg"].cpu(),
                                          ref[k]["square_avg"].cpu()) for k in ref)
     assert learner.lr() < cfg2.learner.optimizer.lr  # the schedule continues, not restarts
+    # ... but it is not the schedule the first run decayed to 0 on: resuming says so.
+    assert learner.lr() > 0 and "jumps from 0 to" in run.schedule_note(cfg2)
+    assert run.schedule_note(run.load_config()) is None
     summary = trainer.train()
     assert summary["frames"] >= 800 and summary["updates"] > first["learner"]["counters"]["version"]
     assert summary["episodes"] >= first["progress"]["episodes"]["count"]
@@ -86,6 +89,28 @@ def test_lr_decay_frames_runs_the_start_of_a_longer_schedule(tmp_path, small_cfg
     assert 0.5 * lr < learner.lr() < lr
     learner.lcfg.optimizer.lr_decay_frames = 0  # the default: decay over run.total_frames
     assert learner.lr() == lr * max(0.0, 1 - summary["frames"] / 400) < 0.5 * lr
+
+
+def test_lr_schedule_change_names_the_jump_and_only_a_jump():
+    from learners.config import load_config, lr_at, lr_schedule_change
+
+    def cfg(*overrides):
+        return load_config("configs/impala_minigrid.yaml", list(overrides))
+
+    short, long = cfg("run.total_frames=1000"), cfg("run.total_frames=4000")
+    lr = short.learner.optimizer.lr
+    assert lr_at(short, 500) == pytest.approx(lr / 2) and lr_at(short, 1500) == 0.0
+    assert lr_at(long, 1000) == pytest.approx(lr * 3 / 4)
+    note = lr_schedule_change(short, long, 1000)  # extending a finished run: 0 -> 3/4 lr
+    assert note.startswith("the learning rate at 1,000 frames jumps from 0 to ")
+    assert "learner.optimizer.lr_decay_frames" in note
+    assert lr_schedule_change(short, short, 1000) is None
+    fixed = ("learner.optimizer.lr_decay_frames=8000",)
+    assert lr_schedule_change(cfg("run.total_frames=1000", *fixed),
+                              cfg("run.total_frames=4000", *fixed), 1000) is None
+    const = cfg("learner.optimizer.lr_schedule=constant")
+    assert lr_at(const, 10**9) == lr and lr_schedule_change(short, const, 0) is None
+    assert "constant" in lr_schedule_change(short, const, 500)
 
 
 def test_progress_line_says_frames_return_and_time_left(tmp_path, small_cfg, capsys):
