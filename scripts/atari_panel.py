@@ -29,9 +29,11 @@ paper tables and IMPALA's and PPO's curves report; no separate evaluation runs.
 
 ``--cores lstm rims`` adds a core axis: the RIMs-vs-LSTM study of the RIMs paper's Table 7
 (PPO with Kostrikov's settings, one agent per game). Each core's row then stands beside its
-own column of Table 7 (LSTM-PPO or RIMs-PPO). ``--paper-widths`` uses the authors' widths:
-an LSTM of 512 units against 6 RIMs of 85 (510) with k_A = 5 (appendix D.8, Figure 18);
-without it each core keeps mira's defaults (LSTM 256, RIMs 6 x 42 = 252, k_A = 4).
+own column of Table 7 (LSTM-PPO or RIMs-PPO). RIMs run with k_A = 5 of 6 RIMs, as Table 7.
+``--paper-widths`` uses the authors' widths: an LSTM of 512 units against 6 RIMs of 85 (510)
+(appendix D.8, Figure 18; the PPO Atari agent then has 2.27M and 2.10M parameters); without
+it each core keeps mira's widths, a parameter match at about half the cost: LSTM 256
+against 6 RIMs of 42 (252), 1.21M and 1.20M parameters (cores 534k and 518k).
 
     python -m scripts.atari_panel --frames 1e7         # both presets, 4 games, seed 0
     python -m scripts.atari_panel --learners impala --seeds 0 1 --frames 2e7
@@ -58,9 +60,10 @@ GAMES = ("Pong", "Breakout", "Boxing", "Freeway")
 REFERENCE = "rims_paper_table7_lstm_vs_rims_ppo.csv"
 CORES = ("lstm", "rims")  # the cores Table 7 has a column for
 SCHEDULE_FRAMES = 4e7  # the presets' run.total_frames: the 40M-frame protocol of Table 7
-PAPER_WIDTHS = {  # appendix D.8 / Figure 18: 6 RIMs, k_A = 5; widths of the authors' code
+TABLE7_OPTIONS = {"lstm": {}, "rims": {"k_active": 5}}  # Table 7's RIMs-PPO: k_A = 5 of 6
+PAPER_WIDTHS = {  # appendix D.8 / Figure 18: widths of the authors' code
     "lstm": {"hidden_size": 512},
-    "rims": {"num_units": 6, "unit_size": 85, "k_active": 5},
+    "rims": {"num_units": 6, "unit_size": 85},
 }
 
 
@@ -97,8 +100,10 @@ def compare_file(out: Path, frames: float, games, learners, seeds, overrides: li
         "seeds": [int(s) for s in seeds], "aggregate": "mean", "evaluate": {"episodes": 0},
     }
     if cores:
+        options = {c: {**TABLE7_OPTIONS[c], **(PAPER_WIDTHS[c] if paper_widths else {})}
+                   for c in cores}
         spec["variants"] = [{"agent.core": c,
-                             **({"agent.core_options": PAPER_WIDTHS[c]} if paper_widths else {})}
+                             **({"agent.core_options": options[c]} if options[c] else {})}
                             for c in cores]
     out.mkdir(parents=True, exist_ok=True)
     path = out / "panel_compare.yaml"
@@ -269,7 +274,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--cores", nargs="+", choices=list(CORES),
                    help="add a core axis (default: each preset's core)")
     p.add_argument("--paper-widths", action="store_true",
-                   help="with --cores: LSTM 512 vs 6 RIMs x 85, k_A = 5 (appendix D.8)")
+                   help="with --cores: LSTM 512 vs 6 RIMs x 85 (appendix D.8); without it, "
+                        "LSTM 256 vs 6 RIMs x 42, a parameter match (k_A = 5 either way)")
     p.add_argument("--out", default="runs/atari_panel",
                    help="output directory (default runs/atari_panel)")
     p.add_argument("--max-concurrent", type=int, default=1, metavar="N",

@@ -60,6 +60,14 @@ def test_rims_study_uses_the_paper_widths(tmp_path, capsys):
     assert (by_core["rims"].num_units, by_core["rims"].unit_size,
             by_core["rims"].k_active) == (6, 85, 5)
     assert all(t.cfg.env.episodic_life for t in trials)  # the PPO preset's, as Kostrikov's wrappers
+    # Without --paper-widths: mira's parameter-matched widths, still k_A = 5 as Table 7.
+    assert atari_panel.main(["--dry-run", "--learners", "ppo", "--games", "Pong",
+                             "--cores", "lstm", "rims", "--out", str(tmp_path / "m")]) == 0
+    _, trials, _ = load_spec(tmp_path / "m" / "panel_compare.yaml")
+    by_core = {t.cfg.agent.core: t.cfg.agent.core_options for t in trials}
+    assert by_core["lstm"].hidden_size == 256
+    assert (by_core["rims"].num_units, by_core["rims"].unit_size,
+            by_core["rims"].k_active) == (6, 42, 5)
 
 
 def test_report_shows_unfinished_and_finished_trials(tmp_path, capsys):
