@@ -416,36 +416,3 @@ def save_config(cfg: ExperimentConfig, path: Path) -> None:
     """Write the resolved config to ``path`` as YAML, keys in field order (a run's config.yaml)."""
     path.write_text(yaml.safe_dump(to_dict(cfg), sort_keys=False))
 
-
-def lr_at(cfg: ExperimentConfig, frames: int) -> float:
-    """The learning rate ``cfg`` schedules at ``frames``.
-
-    ``learner.optimizer.lr`` decayed linearly to 0 at ``lr_decay_frames`` (when set) or at
-    ``run.total_frames``; ``lr_schedule: constant`` keeps ``lr`` throughout.
-    """
-    o = cfg.learner.optimizer
-    if o.lr_schedule == "constant":
-        return o.lr
-    return o.lr * max(0.0, 1.0 - frames / (o.lr_decay_frames or cfg.run.total_frames))
-
-
-def _schedule_words(cfg: ExperimentConfig) -> str:
-    o = cfg.learner.optimizer
-    if o.lr_schedule == "constant":
-        return f"constant {o.lr:.3g}"
-    return f"{o.lr:.3g} decayed to 0 at {o.lr_decay_frames or cfg.run.total_frames:,} frames"
-
-
-def lr_schedule_change(old: ExperimentConfig, new: ExperimentConfig, frames: int) -> str | None:
-    """One line when a run resumed at ``frames`` under ``new`` jumps off ``old``'s lr schedule.
-
-    The linear schedule ends at ``run.total_frames`` unless ``lr_decay_frames`` fixes it, so
-    raising the total to extend a finished run restarts a decayed learning rate; None when the
-    learning rate at ``frames`` is the same under both.
-    """
-    a, b = lr_at(old, frames), lr_at(new, frames)
-    if abs(a - b) <= 1e-9 * max(abs(a), abs(b), 1e-12):
-        return None
-    return (f"the learning rate at {frames:,} frames jumps from {a:.3g} to {b:.3g} "
-            f"(was {_schedule_words(old)}, now {_schedule_words(new)}); to extend a run on one "
-            "schedule, set learner.optimizer.lr_decay_frames from its start")

@@ -20,8 +20,9 @@ from agents.agent import Agent
 from envs.trajectory import Trajectory
 from learners.algorithms import LEARNERS
 from learners.batch import Batch
-from learners.config import ConfigError, lr_at
+from learners.config import ConfigError
 from learners.optim import RMSpropTF
+from learners.schedule import lr_at
 
 
 def resolve_device(name: str) -> torch.device:
@@ -128,7 +129,7 @@ class Learner:
     # ------------------------------------------------------------------ updates
 
     def lr(self) -> float:
-        """The learning rate now, on the config's schedule (``learners.config.lr_at``)."""
+        """The learning rate now, on the config's schedule (``learners.schedule.lr_at``)."""
         return lr_at(self.cfg, self.frames)
 
     def step(self, loss: torch.Tensor) -> float:

@@ -20,10 +20,10 @@ from learners.config import (
     ConfigError,
     ExperimentConfig,
     load_config,
-    lr_schedule_change,
     read_yaml,
     save_config,
 )
+from learners.schedule import lr_schedule_change
 
 # meta.json's "config_format": 2 since IMPALA reads learner.epochs/minibatches, 3 since it
 # reads learner.clip_value and learner.recurrence (RunDir._format_overrides).
@@ -151,7 +151,7 @@ class RunDir:
     def schedule_note(self, cfg: ExperimentConfig) -> str | None:
         """A line when resuming under ``cfg`` moves the learning rate off the saved schedule.
 
-        ``learners.config.lr_schedule_change`` at the latest checkpoint's frames, between the
+        ``learners.schedule.lr_schedule_change`` at the latest checkpoint's frames, between the
         saved config.yaml and ``cfg``; None without a checkpoint or when nothing changes.
         """
         ckpt = self.latest_checkpoint()

@@ -63,6 +63,7 @@ from scripts.trials import (
     override,
     run_trial,
     say,
+    schedule_notes,
     trial_state,
 )
 
@@ -345,7 +346,6 @@ def run_compare(path: str, dry_run: bool = False, max_concurrent: int | None = N
 
     Returns {"out", "trials": {slug: status}, "failed", "results"}.
     """
-    from learners.run_dir import RunDir
     from scripts import pbt as pbt_mod
     from scripts.report import write_report
 
@@ -359,13 +359,8 @@ def run_compare(path: str, dry_run: bool = False, max_concurrent: int | None = N
         for t in trials:
             say(f"  {t.slug:40s} {status[t.slug]:7s} {t.cfg.run.total_frames:>12,} frames  "
                 f"{Path(t.base).name}")
-        notes: dict[str, list[str]] = {}
-        for t in trials:
-            if status[t.slug] == "resume" and (note := RunDir(t.dir).schedule_note(t.cfg)):
-                notes.setdefault(note, []).append(t.slug)
-        for note, slugs in notes.items():
-            say(f"note: {len(slugs)} trial(s) resume off their schedule ({slugs[0]}"
-                f"{', ...' if len(slugs) > 1 else ''}): {note}")
+        for line in schedule_notes(trials, status):
+            say(line)
     if dry_run:
         return {"out": str(out_dir), "trials": status, "failed": {}, "results": None}
     out_dir.mkdir(parents=True, exist_ok=True)

@@ -117,3 +117,19 @@ def needs_work(job: dict) -> bool:
     """True if ``job`` still has training to do, or an evaluation that is missing or stale."""
     return job["state"] != "done" or bool(
         job["episodes"] and not eval_is_current(Path(job["dir"]), job["episodes"]))
+
+
+def schedule_notes(trials, status: dict) -> list[str]:
+    """``note:`` lines for the trials whose resume leaves their saved learning-rate schedule.
+
+    ``trials`` are compare ``Trial``s, ``status`` their ``trial_state``; one line per distinct
+    jump, with how many trials it applies to (``RunDir.schedule_note``).
+    """
+    from learners.run_dir import RunDir
+
+    notes: dict[str, list[str]] = {}
+    for t in trials:
+        if status[t.slug] == "resume" and (note := RunDir(t.dir).schedule_note(t.cfg)):
+            notes.setdefault(note, []).append(t.slug)
+    return [f"note: {len(slugs)} trial(s) resume off their schedule ({slugs[0]}"
+            f"{', ...' if len(slugs) > 1 else ''}): {note}" for note, slugs in notes.items()]

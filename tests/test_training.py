@@ -92,7 +92,8 @@ def test_lr_decay_frames_runs_the_start_of_a_longer_schedule(tmp_path, small_cfg
 
 
 def test_lr_schedule_change_names_the_jump_and_only_a_jump():
-    from learners.config import load_config, lr_at, lr_schedule_change
+    from learners.config import load_config
+    from learners.schedule import lr_at, lr_schedule_change
 
     def cfg(*overrides):
         return load_config("configs/impala_minigrid.yaml", list(overrides))
