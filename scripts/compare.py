@@ -61,6 +61,7 @@ from scripts.trials import (
     make_job,
     needs_work,
     override,
+    request_stop,
     run_trial,
     say,
     schedule_notes,
@@ -68,6 +69,7 @@ from scripts.trials import (
 )
 
 AGGREGATES = ("median", "mean", "iqm", "capped_mean")
+STOP_GRACE_S = 120.0  # how long an interrupted compare waits for its trials' checkpoints
 
 
 @dataclass
@@ -311,13 +313,28 @@ def _run_jobs(jobs: list[dict], spec: CompareSpec, cfg: ExperimentConfig,
                 for job, _ in running.values():
                     tell(f"  {job['slug']}: {_progress(Path(job['dir']))}")
     except KeyboardInterrupt:
-        tell("interrupted: stopping trials (each writes a checkpoint); "
-             "re-run the same command to resume")
-        for ref in running:
-            ray.cancel(ref)
-        ray.wait(list(running), num_returns=len(running), timeout=60)
+        tell("interrupted: stopping trials, each writes a checkpoint (Ctrl-C again to quit at "
+             "once); re-run the same command to resume")
+        _stop_trials(ray, running)
         raise
     return results, failed
+
+
+def _stop_trials(ray, running: dict, grace_s: float = STOP_GRACE_S) -> None:
+    """Stop the ``running`` trials ({ref: (job, start)}) and wait for their checkpoints.
+
+    Each trial is asked through its run dir (``request_stop``) and stops at its next loop turn;
+    one still running after ``grace_s`` (in its evaluation, say), or all at a second Ctrl-C,
+    is cancelled.
+    """
+    for job, _ in running.values():
+        request_stop(Path(job["dir"]))
+    try:
+        _, late = ray.wait(list(running), num_returns=len(running), timeout=grace_s)
+    except KeyboardInterrupt:
+        late = list(running)
+    for ref in late:
+        ray.cancel(ref)
 
 
 def _partial_report(spec: CompareSpec, trials: list[Trial], out_dir: Path, status: dict,

@@ -46,6 +46,19 @@ def read_json(path: Path) -> dict | None:
 
 
 
+STOP_FILE = "STOP"  # a trial's run dir holds it while the compare asks the trial to stop
+
+
+def request_stop(run_dir: Path) -> None:
+    """Ask the trial training in ``run_dir`` to checkpoint and stop at its next loop turn.
+
+    A file, not ``ray.cancel``: Ray repeats a cancel's KeyboardInterrupt until the task ends
+    (``RAY_cancellation_retry_ms``), and the trainer takes a second interrupt as "quit at
+    once", so a trial whose last step and checkpoint took longer than the repeat lost them.
+    """
+    (run_dir / STOP_FILE).touch()
+
+
 def trial_state(run_dir: Path, target_frames: int) -> str:
     """``done`` (finished to target), ``resume`` (has a checkpoint) or ``new``."""
     from learners.run_dir import RunDir
@@ -84,6 +97,8 @@ def run_trial(job: dict) -> dict:
     run_dir = Path(cfg.run.dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     state = trial_state(run_dir, cfg.run.total_frames)
+    stop = run_dir / STOP_FILE
+    stop.unlink(missing_ok=True)  # left by the interrupt this run resumes from
     with (open(run_dir / "train.log", "a") as log, contextlib.redirect_stdout(log),
           contextlib.redirect_stderr(log)):
         if state != "done":
@@ -91,7 +106,8 @@ def run_trial(job: dict) -> dict:
             if state == "resume":
                 save_config(cfg, run.path / "config.yaml")  # the run dir says what it resumed with
             Trainer(cfg, run,
-                    resume_from=run.latest_checkpoint() if state == "resume" else None).train()
+                    resume_from=run.latest_checkpoint() if state == "resume" else None,
+                    ).train(stop_when=lambda _: stop.exists())
         summary = read_json(run_dir / "summary.json")
         if (job["episodes"] and not summary["interrupted"]
                 and not eval_is_current(run_dir, job["episodes"])):

@@ -5,6 +5,11 @@ one.
 """
 
 import json
+import os
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -12,6 +17,7 @@ import pytest
 import yaml
 
 from learners.config import ConfigError, load_config, parse_overrides
+from learners.run_dir import RunDir
 from scripts.compare import load_spec, main, run_compare
 from scripts.pbt import exploit_explore
 from tests.conftest import small_overrides
@@ -173,6 +179,35 @@ def test_compare_runs_reports_and_resumes(tmp_path, ray_local, capsys):
     assert set(run_compare(str(path), dry_run=True)["trials"].values()) == {"resume"}
     err = capsys.readouterr().err
     assert "note: 4 trial(s) resume off their schedule" in err and "jumps from 0 to" in err
+
+
+@pytest.mark.ray
+def test_ctrl_c_to_the_process_group_leaves_each_trial_its_checkpoint(tmp_path):
+    """A terminal's Ctrl-C (here ``killpg``, as ``timeout -s INT`` sends it) stops a compare.
+
+    The compare asks its trials to stop rather than cancelling them: Ray repeats a cancel until
+    the task ends, and the repeat was the trainer's second interrupt, which quit without the
+    checkpoint (with runner actors a loop turn outlasted the repeat). Periodic checkpoints are
+    off, so the checkpoint can only be the interrupt's.
+    """
+    overrides = dict(yaml.safe_load(write_compare(tmp_path).read_text())["overrides"],
+                     **{"run.total_frames": 10_000_000, "run.checkpoint_every_s": 1e9,
+                        "run.log_every_s": 0.5, "runtime.num_runners": 2})
+    path = write_compare(tmp_path, overrides=overrides, matrix={}, seeds=[0], evaluate={})
+    proc = subprocess.Popen([sys.executable, "-m", "scripts.cli", "compare", str(path)],
+                            cwd=ROOT, env=dict(os.environ, PYTHONUNBUFFERED="1"),
+                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+    log = tmp_path / "out" / "trials" / "base-seed0" / "train.log"
+    deadline = time.time() + 180
+    while time.time() < deadline and not (log.exists() and "fps" in log.read_text()):
+        time.sleep(0.5)
+    os.killpg(proc.pid, signal.SIGINT)
+    _, err = proc.communicate(timeout=240)
+    assert proc.returncode == 130, err
+    ckpt = RunDir(log.parent).latest_checkpoint()
+    assert ckpt is not None, log.read_text()[-2000:]
+    assert RunDir.load_checkpoint(ckpt)["progress"]["frames"] > 0
+    assert json.loads((log.parent / "summary.json").read_text())["interrupted"]
 
 
 @pytest.mark.ray
