@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import json
 import sys
+import time
 from pathlib import Path
 
 from learners.config import load_config, save_config
@@ -59,6 +60,23 @@ def request_stop(run_dir: Path) -> None:
     (run_dir / STOP_FILE).touch()
 
 
+def stop_requested(run_dir: Path, every_s: float = 1.0):
+    """``stop_when`` for a trial's ``Trainer.train``: has ``request_stop`` been called?
+
+    It looks at most every ``every_s`` seconds (loop turns are milliseconds apart; run dirs
+    may be on a network file system).
+    """
+    path, last = run_dir / STOP_FILE, [0.0]
+
+    def check(_trainer) -> bool:
+        if time.monotonic() - last[0] < every_s:
+            return False
+        last[0] = time.monotonic()
+        return path.exists()
+
+    return check
+
+
 def trial_state(run_dir: Path, target_frames: int) -> str:
     """``done`` (finished to target), ``resume`` (has a checkpoint) or ``new``."""
     from learners.run_dir import RunDir
@@ -97,8 +115,7 @@ def run_trial(job: dict) -> dict:
     run_dir = Path(cfg.run.dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     state = trial_state(run_dir, cfg.run.total_frames)
-    stop = run_dir / STOP_FILE
-    stop.unlink(missing_ok=True)  # left by the interrupt this run resumes from
+    (run_dir / STOP_FILE).unlink(missing_ok=True)  # left by the interrupt this run resumes from
     with (open(run_dir / "train.log", "a") as log, contextlib.redirect_stdout(log),
           contextlib.redirect_stderr(log)):
         if state != "done":
@@ -107,7 +124,7 @@ def run_trial(job: dict) -> dict:
                 save_config(cfg, run.path / "config.yaml")  # the run dir says what it resumed with
             Trainer(cfg, run,
                     resume_from=run.latest_checkpoint() if state == "resume" else None,
-                    ).train(stop_when=lambda _: stop.exists())
+                    ).train(stop_when=stop_requested(run_dir))
         summary = read_json(run_dir / "summary.json")
         if (job["episodes"] and not summary["interrupted"]
                 and not eval_is_current(run_dir, job["episodes"])):
