@@ -85,7 +85,7 @@ class ResourcesSpec:
     """The ``resources:`` section of a compare file: what each trial's Ray task reserves, and where.
 
     Runner and learner actors of a trial with ``runtime.num_runners`` > 0 reserve their own CPUs
-    and GPU on top of this (see ``_capacity``).
+    and GPU on top of this (see ``trials_at_once``).
     """
 
     # CPUs a trial's task reserves (with runtime.num_runners 0: the whole run)
@@ -236,9 +236,15 @@ def _connect(spec: CompareSpec, cfg: ExperimentConfig):
     return start_ray(cfg.runtime.address, cpus, log_to_driver=False)
 
 
-def _capacity(ray, spec: CompareSpec, cfg: ExperimentConfig) -> int:
-    """How many trials the cluster holds at once: CPUs (and GPUs) per trial incl. its actors."""
-    have = ray.cluster_resources()
+def trials_at_once(have: dict, spec: CompareSpec, cfg: ExperimentConfig,
+                   asked: int | None) -> tuple[int, str | None]:
+    """How many trials run at once on a cluster with resources ``have``, and a note if fewer.
+
+    A trial takes ``resources.cpus_per_trial`` (and ``gpus_per_trial``) plus, with runner
+    actors, one CPU per runner and the learner's (and a GPU if the learner wants one). Ray
+    queues an actor that does not fit until one frees, so trials started beyond what fits
+    wait on each other's actors for ever: ``asked`` (``--max-concurrent``) is capped there.
+    """
     cpus, gpus = spec.resources.cpus_per_trial, spec.resources.gpus_per_trial
     if cfg.runtime.num_runners > 0:
         from learners.fleet import learner_wants_gpu
@@ -246,7 +252,14 @@ def _capacity(ray, spec: CompareSpec, cfg: ExperimentConfig) -> int:
         cpus += cfg.runtime.num_runners + cfg.runtime.learner_cpus
         gpus += 1 if learner_wants_gpu(cfg) else 0
     fits = [have.get("CPU", 1) // max(cpus, 1e-9)] + ([have.get("GPU", 0) // gpus] if gpus else [])
-    return max(1, int(min(fits)))
+    fit = max(1, int(min(fits)))
+    if asked is None or asked <= fit:
+        return asked or fit, None
+    parts = (f": the trial, {cfg.runtime.num_runners} runner(s) and the learner"
+             if cfg.runtime.num_runners > 0 else "")
+    return fit, (f"note: --max-concurrent {asked}, but the cluster holds {fit} trial(s) at once "
+                 f"(each takes {cpus:g} CPU(s)" + (f" and {gpus:g} GPU(s)" if gpus else "")
+                 + f"{parts}; {have.get('CPU', 0):g} CPU slots): running {fit} at once")
 
 
 def _progress(run_dir: Path) -> str:
@@ -272,8 +285,10 @@ def _run_jobs(jobs: list[dict], spec: CompareSpec, cfg: ExperimentConfig,
     ray = _connect(spec, cfg)
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-    limit = max_concurrent or _capacity(ray, spec, cfg)
+    limit, note = trials_at_once(ray.cluster_resources(), spec, cfg, max_concurrent)
     tell = (lambda *a: None) if quiet else say
+    if note:
+        tell(note)
     tell(f"running {len(jobs)} trial(s), up to {limit} at once, on "
          f"{ray.cluster_resources().get('CPU', 0):.0f} Ray CPU slots"
          + ("" if cfg.runtime.address else f" ({os.cpu_count()} cores on this machine)"))

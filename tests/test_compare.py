@@ -227,6 +227,27 @@ def test_pbt_copies_a_better_checkpoint(tmp_path, ray_local):
     assert json.loads((Path(result["out"]) / "results.json").read_text())["pbt"]["generations"]
 
 
+def test_max_concurrent_is_capped_at_what_the_cluster_holds(tmp_path):
+    """--max-concurrent is capped at what the cluster holds, with a note.
+
+    Trials started beyond what fits wait on each other's runner actors for ever (a panel on 2
+    cores with --max-concurrent 2 hung at 'starting').
+    """
+    from scripts.compare import trials_at_once
+
+    spec = load_spec(str(write_compare(tmp_path)))[0]
+    actors = load_config(str(ROOT / "configs" / "ppo_atari.yaml"), ["learner.device=cpu"])
+    per_trial = 1 + actors.runtime.num_runners + actors.runtime.learner_cpus
+    have = {"CPU": float(per_trial)}
+    limit, note = trials_at_once(have, spec, actors, 2)
+    assert limit == 1 and f"holds 1 trial(s) at once (each takes {per_trial:g} CPU(s)" in note
+    assert trials_at_once({"CPU": 2.0 * per_trial}, spec, actors, 2) == (2, None)
+    assert trials_at_once(have, spec, actors, None) == (1, None)  # the default: what fits
+    in_process = load_config(None, ["runtime.num_runners=0"])
+    assert trials_at_once({"CPU": 4.0}, spec, in_process, None) == (4, None)
+    assert trials_at_once({"CPU": 4.0}, spec, in_process, 3) == (3, None)
+
+
 def test_explicit_variants_cross_the_matrix_and_carry_their_options(tmp_path):
     variants = [{"agent.head": "linear"},
                 {"agent.head": "multiplicative", "agent.head_options": {"context": "learnt"}}]
