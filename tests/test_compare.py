@@ -233,7 +233,7 @@ def test_max_concurrent_is_capped_at_what_the_cluster_holds(tmp_path):
     Trials started beyond what fits wait on each other's runner actors for ever (a panel on 2
     cores with --max-concurrent 2 hung at 'starting').
     """
-    from scripts.compare import trials_at_once
+    from scripts.trial_runner import trials_at_once
 
     spec = load_spec(str(write_compare(tmp_path)))[0]
     actors = load_config(str(ROOT / "configs" / "ppo_atari.yaml"), ["learner.device=cpu"])
