@@ -52,7 +52,7 @@ from pathlib import Path
 
 from learners.config import ConfigError, ExperimentConfig, from_dict, load_config, read_yaml
 from scripts.pbt import PBTSpec
-from scripts.trial_runner import run_jobs_on_ray
+from scripts.trial_runner import actor_cpus, run_jobs_on_ray
 from scripts.trials import (
     eval_is_current,
     flatten,
@@ -270,9 +270,7 @@ def run_compare(path: str, dry_run: bool = False, max_concurrent: int | None = N
         return _partial_report(spec, trials, out_dir, status, quiet)
     # Ray is sized for the hungriest trial: a matrix over presets (`base`) mixes runner counts,
     # and a local instance sized for the first would leave a bigger trial's actors waiting forever.
-    widest = max((t.cfg for t in trials),
-                 key=lambda c: (c.runtime.num_runners + c.runtime.learner_cpus)
-                               if c.runtime.num_runners else 0)
+    widest = max((t.cfg for t in trials), key=actor_cpus)
     run_jobs = functools.partial(run_jobs_on_ray, spec=spec, cfg=widest,
                                  max_concurrent=max_concurrent, quiet=quiet)
     if spec.pbt.enabled:

@@ -23,12 +23,16 @@ if TYPE_CHECKING:
 STOP_GRACE_S = 120.0  # how long an interrupted compare waits for its trials' checkpoints
 
 
+def actor_cpus(cfg: ExperimentConfig) -> float:
+    """CPUs a trial's actors take on top of the trial's own: its runners and learner, or none."""
+    return cfg.runtime.num_runners + cfg.runtime.learner_cpus if cfg.runtime.num_runners else 0
+
+
 def _connect(spec: CompareSpec, cfg: ExperimentConfig):
     """Ray at ``runtime.address``, else a local instance that holds at least one whole trial."""
     from learners.fleet import start_ray
 
-    actors = cfg.runtime.num_runners + cfg.runtime.learner_cpus if cfg.runtime.num_runners else 0
-    cpus = max(os.cpu_count() or 1, math.ceil(spec.resources.cpus_per_trial + actors))
+    cpus = max(os.cpu_count() or 1, math.ceil(spec.resources.cpus_per_trial + actor_cpus(cfg)))
     return start_ray(cfg.runtime.address, cpus, log_to_driver=False)
 
 
@@ -41,11 +45,11 @@ def trials_at_once(have: dict, spec: CompareSpec, cfg: ExperimentConfig,
     queues an actor that does not fit until one frees, so trials started beyond what fits
     wait on each other's actors for ever: ``asked`` (``--max-concurrent``) is capped there.
     """
-    cpus, gpus = spec.resources.cpus_per_trial, spec.resources.gpus_per_trial
+    cpus = spec.resources.cpus_per_trial + actor_cpus(cfg)
+    gpus = spec.resources.gpus_per_trial
     if cfg.runtime.num_runners > 0:
         from learners.fleet import learner_wants_gpu
 
-        cpus += cfg.runtime.num_runners + cfg.runtime.learner_cpus
         gpus += 1 if learner_wants_gpu(cfg) else 0
     fits = [have.get("CPU", 1) // max(cpus, 1e-9)] + ([have.get("GPU", 0) // gpus] if gpus else [])
     fit = max(1, int(min(fits)))

@@ -45,8 +45,6 @@ def read_json(path: Path) -> dict | None:
         return None
 
 
-
-
 STOP_FILE = "STOP"  # a trial's run dir holds it while the compare asks the trial to stop
 
 
