@@ -322,6 +322,62 @@ def test_rims_step_matches_naive_reference(N, cell):
     torch.testing.assert_close(y[0], h_ref.reshape(B, -1), atol=1e-5, rtol=0)
 
 
+def reversed_ties(monkeypatch):
+    """Make ``torch.topk`` and unstable ``torch.sort`` break ties highest index first.
+
+    Both leave the order of equal values unspecified (CPU and CUDA differ); flipping the input,
+    asking the library, and mapping the indices back gives the other order of ties.
+    """
+    topk, sort = torch.topk, torch.sort
+
+    def flipped_topk(input, k, dim=-1, largest=True, sorted=True):
+        out = topk(input.flip(dim), k, dim=dim, largest=largest, sorted=sorted)
+        return torch.return_types.topk((out.values, input.shape[dim] - 1 - out.indices))
+
+    def flipped_sort(input, dim=-1, descending=False, stable=False):
+        if stable:  # a stable sort has one answer: ties in index order
+            return sort(input, dim=dim, descending=descending, stable=True)
+        out = sort(input.flip(dim), dim=dim, descending=descending)
+        return torch.return_types.sort((out.values, input.shape[dim] - 1 - out.indices))
+
+    monkeypatch.setattr(torch, "topk", flipped_topk)
+    monkeypatch.setattr(torch, "sort", flipped_sort)
+    monkeypatch.setattr(torch.Tensor, "topk", flipped_topk)
+    monkeypatch.setattr(torch.Tensor, "sort", flipped_sort)
+
+
+@pytest.mark.parametrize("N", [1, 3])
+@pytest.mark.parametrize("cell", ["lstm", "gru"])
+def test_rims_ties_go_to_the_lowest_index_on_every_device(monkeypatch, cell, N):
+    """From the zero state every RIM ties; the choice must not depend on the library's ties.
+
+    CPU and CUDA ``topk`` break ties differently, which made a CPU runner and a CUDA learner
+    update different RIMs after each reset. Here the other tie order is forced and the
+    outputs, states and choices must not change; the tied steps choose RIMs 0..k_active-1.
+    """
+    core = make("rims", cell=cell, num_units=6, k_active=4).eval()
+    T, B = 4, 3
+    x = torch.randn(T, B, N, D)
+    reset = no_reset(T, B)
+    reset[2, 1] = True  # a reset mid-unroll: a zero state, so a tie, again
+    state0 = core.initial_state(B)
+    y, state = core(x, state0, reset)
+    active = core.last_active()
+    lowest = torch.tensor([True] * 4 + [False] * 2)
+    assert (active[0] == lowest).all()  # [B, U] at t = 0: every batch element tied
+    assert torch.equal(active[2, 1], lowest)
+    with monkeypatch.context() as m:
+        reversed_ties(m)
+        flipped = torch.topk(torch.zeros(6, 1), 4, dim=0, largest=False).indices[:, 0]
+        assert sorted(flipped.tolist()) != [0, 1, 2, 3]  # the patch does reverse the ties
+        y2, state2 = core(x, state0, reset)
+        active2 = core.last_active()
+    assert torch.equal(active2, active)
+    assert torch.equal(y2, y)
+    for a, b in zip(state2, state):
+        assert torch.equal(a, b)
+
+
 # ------------------------------------------------------------------------------------ MI-LSTM
 
 

@@ -12,7 +12,8 @@ paper's four stages (Fig. 1, Appendix G):
    concatenated into the RIM's input.
 2. **Competition** (section 2.2). The ``k_active`` RIMs that put the *least* attention on the
    null row (softmax weight averaged over heads, as the paper does for multi-head input
-   attention) form the active set ``S_t``; ``torch.topk`` per batch element, no loop.
+   attention) form the active set ``S_t``; among equal scores the lower-indexed RIM wins, so
+   the choice is the same on every device (a stable sort per batch element, no loop).
 3. **Independent dynamics** (section 2.3). ``h~_{t,k} = D_k(h_{t,k}, A_k)``, an LSTM (or GRU)
    per RIM with its own weights, computed for all RIMs at once with block weights
    ``[num_units, in, 4 * unit_size]`` (``bmm``; Appendix C.1 "batch matrix multiplication over
@@ -59,7 +60,11 @@ Deviations and readings of under-specified points, and why:
   set. The paper's position-specific competition ("top k_A RIMs ... for each spatial
   position") does not define which RIMs update their state, so it is not implemented.
 - From the zero initial state every query is zero and all RIMs tie at the first step of an
-  episode; ``torch.topk`` then picks a fixed set (the paper's code behaves the same way).
+  episode. ``torch.topk`` breaks such ties one way on CPU and another on CUDA (unspecified in
+  either), so a CPU runner and a CUDA learner would update different RIMs after every reset.
+  The competition therefore uses a stable sort: equal scores go to the lowest-indexed RIMs
+  (RIMs ``0 .. k_active - 1`` at the first step), on every device. The paper's code uses
+  ``topk`` and leaves ties to the library.
 """
 
 from __future__ import annotations
@@ -258,8 +263,9 @@ class RIMsCore(nn.Module):
             p_real, p_null = e_real / z, (e_null / z)[..., 0]
 
         # 2. Competition: the k_active RIMs with the least attention on the null row
-        # (averaged over heads; a sum orders the same).
-        chosen = torch.topk(p_null.sum(-1), cfg.k_active, dim=0, largest=False).indices
+        # (averaged over heads; a sum orders the same). A stable sort, not topk: ties (all
+        # of them at a zero state) go to the lowest index on every device.
+        chosen = torch.sort(p_null.sum(-1), dim=0, stable=True).indices[:cfg.k_active]
         mask = h.new_zeros(U, B).scatter_(0, chosen, 1.0)
         m = mask.unsqueeze(-1)  # [U, B, 1]
 
