@@ -6,7 +6,8 @@
   ``runtime.num_runners: 0`` runs one runner and the learner in this process with no Ray and
   tests exercise the very loop of ``learners/trainer.py``;
 - Ray start-up (``start_ray``: a local instance, or a cluster that must answer and be big
-  enough) and the GPU decision (``learner_wants_gpu``), used by ``mira train`` and ``mira compare``.
+  enough) and the GPU decision (``learner_wants_gpu``), used by ``mira train`` and ``mira compare``;
+- ``gpu_options``: every actor sees exactly the GPUs Ray reserved for it (none for runners).
 
 The loop itself (the unroll queue with IMPALA's or the lock-step policy, checkpoints) is in
 ``learners/trainer.py``.
@@ -207,10 +208,25 @@ def check_capacity(cfg) -> None:
         )
 
 
+def gpu_options(num_gpus: float = 0) -> dict:
+    """Ray actor options reserving ``num_gpus`` GPUs, such that an actor reserving none sees none.
+
+    Recent Ray (2.4x on) leaves ``CUDA_VISIBLE_DEVICES`` as the node had it for an actor that
+    asks for no GPU, so a runner, an evaluator or a CPU learner would see every GPU of its node,
+    including one Ray gave another actor, and torch would use it. An empty
+    ``CUDA_VISIBLE_DEVICES`` in such an actor's environment hides them; for an actor with GPUs
+    Ray sets the variable to the GPUs it reserved. Other ``runtime_env`` env vars of the job
+    are kept (Ray merges ``env_vars`` by key).
+    """
+    if num_gpus > 0:
+        return {"num_gpus": num_gpus}
+    return {"num_gpus": 0, "runtime_env": {"env_vars": {"CUDA_VISIBLE_DEVICES": ""}}}
+
+
 def make_evaluator(cfg, tasks: list[int], episodes: int, in_process: bool):
     """An ``Evaluator`` of ``tasks`` (``envs/evaluation.py``): in this process, or a Ray actor.
 
-    The actor takes 1 CPU, spread over the nodes. The one place evaluators are built
+    The actor takes 1 CPU and no GPU, spread over the nodes. The one place evaluators are built
     (training's periodic evaluation and ``mira evaluate``).
     """
     from envs.evaluation import Evaluator
@@ -222,7 +238,8 @@ def make_evaluator(cfg, tasks: list[int], episodes: int, in_process: bool):
         return Local(Evaluator(**kwargs))
     import ray
 
-    return ray.remote(num_cpus=1, scheduling_strategy="SPREAD")(Evaluator).remote(**kwargs)
+    return ray.remote(num_cpus=1, scheduling_strategy="SPREAD",
+                      **gpu_options(0))(Evaluator).remote(**kwargs)
 
 
 def learner_wants_gpu(cfg) -> bool:
@@ -257,7 +274,7 @@ class Fleet:
     replaced: int = 0
 
     def make_runner(self, index: int):
-        """Runner ``index``: in-process with ``num_runners: 0``, else a 1-CPU Ray actor.
+        """Runner ``index``: in-process with ``num_runners: 0``, else a 1-CPU, no-GPU Ray actor.
 
         It gets seed ``run.seed + 7919 * replaced`` (it derives its envs' seeds from that and its
         index), so a replacement does not reuse the dead runner's seeds.
@@ -276,7 +293,8 @@ class Fleet:
             return Local(EnvRunner(**kwargs))
         import ray
 
-        actor = ray.remote(num_cpus=1, max_restarts=0, scheduling_strategy="SPREAD")(EnvRunner)
+        actor = ray.remote(num_cpus=1, max_restarts=0, scheduling_strategy="SPREAD",
+                           **gpu_options(0))(EnvRunner)
         return actor.remote(**kwargs)
 
     def start(self) -> None:
@@ -313,6 +331,9 @@ class Fleet:
         """The learner: in-process with ``num_runners: 0``, else an actor with ``gpus`` GPUs.
 
         ``gpus`` comes from ``learner_wants_gpu``, asked once by the caller before any actor starts.
+        The actor is told how many it reserved, so ``learner.device: auto`` uses a GPU only
+        when Ray reserved one (``learners.learner.resolve_device``); in-process, every GPU this
+        process sees is the learner's.
         """
         cfg = self.cfg
         # As many threads as CPUs reserved: more would fight the runners for cores
@@ -322,5 +343,5 @@ class Fleet:
             return Local(Learner(cfg, spec, threads))
         import ray
 
-        actor = ray.remote(num_cpus=cfg.runtime.learner_cpus, num_gpus=gpus)(Learner)
-        return actor.remote(cfg, spec, threads)
+        actor = ray.remote(num_cpus=cfg.runtime.learner_cpus, **gpu_options(gpus))(Learner)
+        return actor.remote(cfg, spec, threads, gpus)

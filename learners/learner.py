@@ -7,6 +7,11 @@ It is a plain class: learners/fleet.py wraps it in a Ray actor (asking for a GPU
 On CUDA it stages batches through pinned memory (skipped on CPU). On either device it can
 autocast the forward pass to bfloat16 (``learner.mixed_precision``; on CPU this pays only
 where the CPU has bfloat16 instructions, e.g. AVX512-BF16 or AMX: measure with ``mira bench``).
+
+Devices: the learner uses a GPU only where it may (``resolve_device``), computes in full
+float32 with TensorFloat-32 off (``use_full_float32``), and every tensor it hands out (weights,
+optimizer state, PopArt statistics, checkpoints) is a CPU copy that shares no storage with its
+live tensors (``to_cpu``), whatever its device.
 """
 
 from __future__ import annotations
@@ -25,17 +30,70 @@ from learners.optim import RMSpropTF
 from learners.schedule import lr_at
 
 
-def resolve_device(name: str) -> torch.device:
-    """The torch device ``learner.device`` names; ``auto`` is cuda when one is visible, else cpu.
+def resolve_device(name: str, reserved_gpus: int | None = None) -> torch.device:
+    """The torch device ``learner.device`` names, given the GPUs this process may use.
 
-    cuda where this process sees no CUDA device is a ConfigError.
+    Args:
+        name: ``auto``, ``cpu``, ``cuda`` or ``cuda:N``.
+        reserved_gpus: how many GPUs Ray reserved for this learner actor (its ``num_gpus``);
+            None where Ray does not place the learner (``runtime.num_runners: 0``, tests,
+            ``mira bench``): every GPU the process sees is then its own.
+
+    ``auto`` is cuda only when a CUDA device is visible *and* (under Ray) one was reserved:
+    a GPU that Ray did not reserve may belong to another actor. ``cuda`` where no CUDA device
+    is visible, where Ray reserved none, or ``cuda:N`` past the visible devices is a
+    ConfigError.
     """
+    visible = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    usable = visible > 0 and (reserved_gpus is None or reserved_gpus > 0)
     if name == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    if name.startswith("cuda") and not torch.cuda.is_available():
-        raise ConfigError("learner.device=cuda but this learner sees no CUDA device; "
+        return torch.device("cuda" if usable else "cpu")
+    device = torch.device(name)
+    if device.type != "cuda":
+        return device
+    if not visible:
+        raise ConfigError(f"learner.device={name} but this learner sees no CUDA device; "
                           "use learner.device=auto or cpu")
-    return torch.device(name)
+    if not usable:
+        raise ConfigError(f"learner.device={name} but Ray reserved no GPU for the learner; "
+                          "use learner.device=auto or cpu")
+    if (device.index or 0) >= visible:
+        raise ConfigError(f"learner.device={name} but this learner sees {visible} CUDA "
+                          f"device(s) (cuda:0 to cuda:{visible - 1}); use learner.device=cuda")
+    return device
+
+
+def use_full_float32() -> None:
+    """Turn TensorFloat-32 off for CUDA matmuls and cuDNN (convolutions, RNNs): full float32.
+
+    On Ampere and later GPUs TF32 rounds float32 inputs to 10 mantissa bits. PyTorch leaves it
+    off for matmuls but on for cuDNN convolutions by default, so a CUDA learner's conv torso
+    would compute with less precision than a CPU learner or the CPU runners. With both off a
+    CUDA update equals the CPU update up to float32 summation order (``tests/test_gpu.py``),
+    at some speed cost on those GPUs. Set in the learner's process at construction; it has no
+    effect on CPU. The long-standing ``allow_tf32`` flags are used (valid in every PyTorch mira
+    supports): mixing them with the newer ``fp32_precision`` settings makes reading cuDNN's flags
+    (e.g. ``torch.backends.cudnn.flags()``) raise.
+    """
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+
+
+def to_cpu(tree):
+    """A copy of ``tree`` (nested dicts, lists, tuples) whose tensors are detached CPU copies.
+
+    Every tensor that leaves the learner goes through here. It always copies, also on CPU:
+    there ``.cpu()`` returns the tensor itself, so an in-process runner would hold the
+    learner's live parameters and see update ``v + 1`` in weights stamped ``v``, and a held
+    checkpoint would change under its holder. Other leaves (numbers, strings) are kept.
+    """
+    if isinstance(tree, torch.Tensor):
+        return tree.detach().to("cpu", copy=True)
+    if isinstance(tree, dict):
+        return {k: to_cpu(v) for k, v in tree.items()}
+    if isinstance(tree, (list, tuple)):
+        return type(tree)(to_cpu(v) for v in tree)
+    return tree
 
 
 def make_optimizer(params, opt_cfg) -> torch.optim.Optimizer:
@@ -55,19 +113,23 @@ def make_optimizer(params, opt_cfg) -> torch.optim.Optimizer:
 class Learner:
     """The model and its optimizer, PopArt and counters; ``update`` is one learner update."""
 
-    def __init__(self, cfg, spec: dict, threads: int | None = None):
+    def __init__(self, cfg, spec: dict, threads: int | None = None,
+                 reserved_gpus: int | None = None):
         """Build the agent, optimizer and PopArt statistics on the learner's device.
 
         ``cfg``: the ExperimentConfig; ``spec``: ``EnvRunner.spec()`` (obs shapes, actions,
-        tasks); ``threads``: torch's intra-op threads (unset: torch's default).
+        tasks); ``threads``: torch's intra-op threads (unset: torch's default);
+        ``reserved_gpus``: the GPUs Ray reserved for this learner actor, None outside Ray
+        (``resolve_device``). Also turns TF32 off in this process (``use_full_float32``).
         """
         if threads:
             torch.set_num_threads(threads)
         torch.manual_seed(cfg.run.seed)
+        use_full_float32()
         self.cfg = cfg
         self.lcfg = cfg.learner
         self.spec = spec
-        self.device = resolve_device(self.lcfg.device)
+        self.device = resolve_device(self.lcfg.device, reserved_gpus)
         self.agent = Agent(cfg.agent, spec["obs_shapes"], spec["num_actions"], len(spec["tasks"]),
                            spec.get("obs_vocab"), popart=self.lcfg.popart).to(self.device)
         # The learner evaluates the policy in the actors' mode (eval, EnvRunner): importance
@@ -192,8 +254,12 @@ class Learner:
     # ------------------------------------------------------------------ state
 
     def get_weights(self) -> dict:
-        """The agent's state dict as detached CPU tensors (what the runners load)."""
-        return {k: v.detach().cpu() for k, v in self.agent.state_dict().items()}
+        """A snapshot of the agent's state dict: CPU copies (what the runners load).
+
+        It holds the weights of version ``get_version()`` now and does not change with later
+        updates, also when the learner runs on CPU in the caller's process.
+        """
+        return to_cpu(self.agent.state_dict())
 
     def get_version(self) -> int:
         """The policy version: the number of updates so far."""
@@ -204,20 +270,26 @@ class Learner:
         return {"version": self.version, "frames": self.frames}
 
     def state_dict(self) -> dict:
-        """Everything needed to continue: plain tensors and numbers (``weights_only`` loadable)."""
+        """Everything needed to continue: plain tensors and numbers (``weights_only`` loadable).
+
+        All tensors are CPU copies (``to_cpu``): a checkpoint never holds CUDA tensors or the
+        learner's live optimizer state.
+        """
         state = {
-            "agent": self.get_weights(),
+            "agent": self.agent.state_dict(),
             "optimizer": self.optimizer.state_dict(),
             "counters": {"version": self.version, "frames": self.frames},
         }
         if self.popart is not None:
-            state["popart"] = {k: v.cpu() for k, v in self.popart.state_dict().items()}
-        return state
+            state["popart"] = self.popart.state_dict()
+        return to_cpu(state)
 
     def load_state_dict(self, state: dict) -> None:
         """Continue from a ``state_dict()``: weights, optimizer state, counters, PopArt stats."""
         self.agent.load_state_dict(state["agent"])
-        self.optimizer.load_state_dict(state["optimizer"])
+        # The optimizer keeps the tensors it is given where their device already fits (CPU):
+        # copy them, so the caller's dict never becomes the live optimizer state.
+        self.optimizer.load_state_dict(to_cpu(state["optimizer"]))
         self.version = int(state["counters"]["version"])
         self.frames = int(state["counters"]["frames"])
         if self.popart is not None and "popart" in state:
