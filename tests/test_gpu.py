@@ -1,7 +1,9 @@
 """The learner's devices: CUDA placement, pinned-memory staging, bfloat16 autocast.
 
 bfloat16 autocast is tested on CPU too. The CUDA tests run where CUDA exists and are skipped
-cleanly elsewhere (CI and the dev machines have none); the CPU one runs everywhere.
+cleanly elsewhere (CI and the dev machines have none); the CPU one runs everywhere. The device
+rules that need no GPU (which device, CPU copies out, runner snapshots, hidden GPUs, TF32 off)
+are in tests/test_device.py.
 """
 
 import pytest
@@ -37,6 +39,80 @@ def test_cuda_learner_update(small_cfg, mixed_precision, learner):
     weights = lrn.get_weights()
     assert all(not v.is_cuda for v in weights.values())  # runners get CPU tensors
     runner.set_weights(weights, 1)
+    state = lrn.state_dict()  # checkpoints: optimizer state too, not only the weights
+    assert state["optimizer"]["state"]
+    assert all(t.device.type == "cpu" for t in tensors(state))
+
+
+def tensors(tree) -> list[torch.Tensor]:
+    """Every tensor in nested dicts, lists and tuples."""
+    if isinstance(tree, torch.Tensor):
+        return [tree]
+    if isinstance(tree, dict):
+        tree = list(tree.values())
+    if isinstance(tree, (list, tuple)):
+        return [t for v in tree for t in tensors(v)]
+    return []
+
+
+# Metrics that are smooth functions of the weights and the batch (clip_frac counts ratios past
+# the clip edge, which one ulp can move; update_s is a time).
+SMOOTH_METRICS = ("policy_loss", "value_loss", "entropy", "grad_norm")
+
+
+def updated(cfg, spec: dict, weights: dict, traj) -> tuple[dict, dict]:
+    """(weights, metrics) after one update of a fresh learner from ``weights`` on ``traj``."""
+    lrn = Learner(cfg, spec)
+    lrn.agent.load_state_dict(weights)
+    metrics = lrn.update(traj)
+    return lrn.get_weights(), metrics
+
+
+def assert_same_update(before: dict, a: tuple[dict, dict], b: tuple[dict, dict]) -> None:
+    """Two learners' updates from the same weights agree to float32 rounding.
+
+    Tolerances: every parameter within 1e-4 relative (1e-6 absolute near zero); every tensor's
+    change ``after - before`` within 1e-3 of its norm (the sharper check: a change is ~1e-3 of
+    a weight, so a wrong gradient hides in the first but not here); the smooth metrics within
+    1e-4 relative; RIMs' activation frequencies (which units each step chose) equal.
+    """
+    (wa, ma), (wb, mb) = a, b
+    for k, v in before.items():
+        if not v.is_floating_point():
+            assert torch.equal(wa[k], wb[k]), k
+            continue
+        torch.testing.assert_close(wa[k], wb[k], rtol=1e-4, atol=1e-6, msg=k)
+        da, db = wa[k] - v, wb[k] - v
+        assert float((da - db).norm()) <= 1e-3 * float(db.norm()) + 1e-7, k
+    for k in SMOOTH_METRICS:
+        assert ma[k] == pytest.approx(mb[k], rel=1e-4, abs=1e-6), k
+    freq = sorted(k for k in mb if k.startswith("activation_frequency/"))
+    assert [ma[k] for k in freq] == [mb[k] for k in freq]
+
+
+@cuda
+@pytest.mark.parametrize("core", ["lstm", "rims"])
+@pytest.mark.parametrize("learner", ["impala", "ppo"])
+def test_cuda_update_matches_cpu_update(small_cfg, core, learner):
+    """One learner update on CUDA equals the same update on CPU (tolerances: assert_same_update).
+
+    Same weights, same batch, full float32 (TF32 off): only the order of float32 sums differs.
+    With ``rims`` the unroll starts from the zero state, where every RIM ties; the tie rule must
+    choose the same units on both devices (``topk``'s did not).
+    """
+    over = {"agent.core": core, "agent.core_options": "{}" if core == "rims" else
+            "{hidden_size: 32}", "learner.name": learner, "learner.minibatches": 2}
+    cpu_cfg = small_cfg(**over, **{"learner.device": "cpu"})
+    cuda_cfg = small_cfg(**over, **{"learner.device": "cuda"})
+    runner = EnvRunner(cpu_cfg.env, cpu_cfg.agent, envs_per_runner=4, unroll_length=5)
+    spec = runner.spec()
+    weights = Learner(cpu_cfg, spec).get_weights()
+    traj = runner.rollout(weights, 0)
+    on_cpu = updated(cpu_cfg, spec, weights, traj)
+    on_cuda = updated(cuda_cfg, spec, weights, traj)
+    assert all(t.device.type == "cpu" for t in on_cuda[0].values())
+    assert not all(torch.equal(on_cpu[0][k], weights[k]) for k in weights)  # it did update
+    assert_same_update(weights, on_cuda, on_cpu)
 
 
 @pytest.mark.parametrize("learner", ["impala", "ppo"])
