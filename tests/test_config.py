@@ -21,8 +21,8 @@ def test_every_preset_loads(path):
 
 
 def test_overrides_and_types():
-    cfg = load_config(None, ["run.total_frames=2e6", "runtime.num_runners=4", "env.game=Breakout",
-                             "learner.clip_value=false"])
+    cfg = load_config(None, ["run.total_frames=2e6", "runtime.num_runners=4", "env.suite=atari",
+                             "env.game=Breakout", "learner.clip_value=false"])
     assert cfg.run.total_frames == 2_000_000 and isinstance(cfg.run.total_frames, int)
     assert (cfg.runtime.num_runners == 4 and cfg.env.game == "Breakout"
             and cfg.learner.clip_value is False)
