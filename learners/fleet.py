@@ -1,4 +1,4 @@
-"""The fleet: the actors a run is made of and how calls reach them (DESIGN.md, "The data path").
+"""The fleet: the actors a run is made of and how calls reach them (docs/design.md, data path).
 
 - ``Fleet``: the runners (``EnvRunner`` actors, replaced when one dies), the learner actor
   (with a GPU when ``learner.device`` wants one) and evaluators (``make_evaluator``);
