@@ -1,4 +1,4 @@
-"""The agent: torso -> core -> head, composed from registry names (DESIGN.md).
+"""The agent: torso -> core -> head, composed from registry names (docs/design.md).
 
 It adds nothing algorithmic: it routes the task ID to the head only when the head
 declares that it reads it, and asks the torso for a set of spatial positions when the

@@ -1,4 +1,4 @@
-"""Name -> class registries used by configs (DESIGN.md: CORES, HEADS, TORSOS, ...).
+"""Name -> class registries used by configs (CORES, HEADS, TORSOS, ...).
 
 A registry is a plain dict with one extra promise: looking up an unknown name fails
 with a sentence that lists the valid names, so a typo in a config is a one-line fix.

@@ -1,6 +1,6 @@
 """Atari 2600 through ale-py, preprocessed with gymnasium's own wrappers.
 
-Two named protocols (see ``../shared/data/README.md``):
+Two named protocols (``env.protocol``):
 
 - ``dqn``: Mnih et al. 2015 / Wang et al. 2016 evaluation protocol: up to 30 random
   no-op starts, no sticky actions, the game's minimal action set;

@@ -1,10 +1,10 @@
-"""EnvRunner: a batch of environments and a CPU copy of the agent (DESIGN.md).
+"""EnvRunner: a batch of environments and a CPU copy of the agent (docs/design.md).
 
 Each ``rollout`` call steps every env ``T`` times with the latest weights it was given
 and returns one ``Trajectory`` of ``[T + 1, B, ...]``; row 0 is the previous call's
 last row, so consecutive unrolls tile the experience stream without a gap (with new
 weights, row 0's not yet executed action is sampled again from them). The runner
-knows nothing of learning (STYLE.md rule 6) and nothing of Ray: learners/fleet.py wraps
+knows nothing of learning (targets are the learner's) and nothing of Ray: learners/fleet.py wraps
 this class in a Ray actor; ``runtime.num_runners: 0`` uses it in-process.
 """
 

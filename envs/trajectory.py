@@ -1,4 +1,4 @@
-"""The one container runners return (STYLE.md rule 6): raw experience, no learning.
+"""The one container runners return: raw experience, no learning.
 
 Every array is time-major ``[T + 1, B, ...]`` numpy (zero-copy through Ray's object
 store). Row ``t`` holds what the agent saw at step ``t`` (``obs``, ``last_action``,

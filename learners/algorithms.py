@@ -1,4 +1,4 @@
-"""``LEARNERS``: the algorithms ``learner.name`` selects (DESIGN.md, "Contracts": registries).
+"""``LEARNERS``: the algorithms ``learner.name`` selects (docs/design.md, "Contracts").
 
 An algorithm says how the learner turns one batch into parameter updates, how the driver
 collects batches for it, and what it asks of the config:

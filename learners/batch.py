@@ -1,6 +1,6 @@
 """The learner's batch: a ``Trajectory``'s fields as typed tensors.
 
-STYLE.md rule 6's container on the learner's side.
+The runners' ``Trajectory`` as the learner reads it.
 
 Every step field is time-major ``[T + 1, B]`` (``behaviour_logits`` ``[T + 1, B, A]``, each
 observation ``[T + 1, B, ...]``) on the learner's device, as ``envs/trajectory.py`` describes

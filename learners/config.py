@@ -230,8 +230,37 @@ def load_config(path: str | Path | None = None, overrides: list[str] | None = No
     for key, value in parsed:
         set_dotted(data, key, value)
     cfg = from_dict(ExperimentConfig, data)
+    check_suite_keys(cfg.env, [key for key, _ in parsed])
     validate(cfg, runtime)
     return cfg
+
+
+# The env keys each suite reads besides env.suite; a key outside its suite's set is refused.
+SUITE_KEYS: dict[str, tuple[str, ...]] = {
+    "minigrid": ("level", "levels"),
+    "atari": ("game", "games", "protocol", "episodic_life", "max_episode_frames", "frame_stack",
+              "full_action_space", "backend"),
+    "lab30": (),
+    "lab6": (),
+}
+
+
+def check_suite_keys(env: EnvConfig, overridden: list[str]) -> None:
+    """Refuse an env key the chosen suite never reads: named in ``overridden``, or not default.
+
+    Suites missing from ``SUITE_KEYS`` (registered elsewhere) are not checked.
+    """
+    reads = SUITE_KEYS.get(env.suite)
+    if reads is None:
+        return
+    default = EnvConfig()
+    unread = [f.name for f in dataclasses.fields(env) if f.name != "suite" and f.name not in reads
+              and (f"env.{f.name}" in overridden
+                   or getattr(env, f.name) != getattr(default, f.name))]
+    if unread:
+        keys = ", ".join(f"env.{k}" for k in reads) or "no env key but env.suite"
+        raise ConfigError(f"{', '.join(f'env.{k}' for k in unread)}: the {env.suite} suite does "
+                          f"not read {'it' if len(unread) == 1 else 'them'} (it reads {keys})")
 
 
 # Keys that moved, old -> new: the settings one algorithm alone reads left the learner
@@ -275,13 +304,17 @@ def _reset_switched_options(data: dict, parsed: list[tuple[str, Any]]) -> None:
     component drops the options the file set for the old one (they are rarely options of
     the new one; option overrides given with the switch still apply); says so in one line.
     """
+    from agents.cores import CORES
+    from agents.heads import HEADS
+    from agents.torsos import TORSOS
+
     agent = data.get("agent") if isinstance(data.get("agent"), dict) else {}
-    for part in ("core", "head", "torso"):
+    for part, registry in (("core", CORES), ("head", HEADS), ("torso", TORSOS)):
         new = next((v for k, v in reversed(parsed) if k == f"agent.{part}"), None)
         old, options = agent.get(part), agent.get(f"{part}_options")
-        # the overrides set the whole mapping
+        # the overrides set the whole mapping; an unknown name is validate()'s one-line error
         replaced = any(k == f"agent.{part}_options" for k, _ in parsed)
-        if new is None or new == old or not options or replaced:
+        if new is None or new == old or not options or replaced or new not in registry:
             continue
         agent[f"{part}_options"] = {}
         given = sorted(k.split(".", 2)[2] for k, _ in parsed

@@ -1,4 +1,4 @@
-"""The fleet: the actors a run is made of and how calls reach them (DESIGN.md, "The data path").
+"""The fleet: the actors a run is made of and how calls reach them (docs/design.md, data path).
 
 - ``Fleet``: the runners (``EnvRunner`` actors, replaced when one dies), the learner actor
   (with a GPU when ``learner.device`` wants one) and evaluators (``make_evaluator``);
@@ -175,8 +175,20 @@ def start_ray(address: str, cpus: int, log_to_driver: bool = True):
             raise ConfigError(f"runtime.address={address}: {str(e).splitlines()[0]}") from None
     else:
         # address="local": never join a leftover `ray start` cluster by accident.
+        logging.getLogger(RAY_AUTH_LOGGER).addFilter(quiet_local_auth_notice)
         ray.init(address="local", num_cpus=cpus, **kwargs)
     return ray
+
+
+# Ray (2.60) turns token authentication on for every local instance it starts, writing a token
+# to ~/.ray/auth_token, and logs a notice saying so on every start. The documentation's Ray page
+# explains it once; RAY_AUTH_MODE=token or =disabled in the environment states the choice.
+RAY_AUTH_LOGGER = "ray._private.authentication.authentication_token_setup"
+
+
+def quiet_local_auth_notice(record: logging.LogRecord) -> bool:
+    """Logging filter: drop Ray's "token authentication is enabled" notice, keep the rest."""
+    return not record.getMessage().startswith("Token authentication is enabled")
 
 
 def connect(cfg) -> None:

@@ -1,4 +1,4 @@
-"""The Learner: turns batches of trajectories into parameter updates (DESIGN.md).
+"""The Learner: turns batches of trajectories into parameter updates (docs/design.md).
 
 It owns the model, optimizer, learning-rate schedule, PopArt statistics and step counters.
 

@@ -20,7 +20,7 @@ batch), and is kept through the epochs, as Sample Factory's and R2D2's stored st
 Shorter sequences in wider minibatches cut the learner's sequential core steps (with the
 preset's 4 x 4 minibatches of T = 128 and k = 32, from 2,048 to 640 per batch, the state
 pass included).
-Metrics share names with IMPALA (STYLE.md rule 2);
+Metrics share names with IMPALA;
 ``approx_kl`` is the ``(r - 1) - log r`` estimator, ``clip_frac`` the share of
 ``|r - 1| > eps``.
 """

@@ -1,4 +1,4 @@
-"""A run directory and what every run leaves in it (DESIGN.md, "Every run leaves").
+"""A run directory and what every run leaves in it (docs/design.md, "Every run leaves").
 
 ``runs/<name>/``: ``config.yaml`` (resolved), ``meta.json`` (seed, git revision, command),
 TensorBoard event files, ``checkpoints/ckpt_<frames>.pt`` (plain state dicts, loadable

@@ -1,4 +1,4 @@
-"""The pieces both losses are made of (STYLE.md rule 2).
+"""The pieces both losses are made of, so they share terms and metric names.
 
 They are: reward shaping of the batch, log-probabilities, the policy-gradient, value and
 entropy terms, and masked reductions.

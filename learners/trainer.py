@@ -1,4 +1,4 @@
-"""``train``: one run from its config to its summary (the loop of DESIGN.md's data path).
+"""``train``: one run from its config to its summary (the loop of docs/design.md's data path).
 
 See ``learners/fleet.py`` for how calls reach runners and the learner with or
 without Ray. Frames are counted when the learner consumes them (so the learning-rate
@@ -158,7 +158,7 @@ class Trainer:
         self.weights = call(self.learner, "get_weights")
         self._start = self._log_time = self._last_ckpt = time.time()
         self._log_frames, self._queue_wait, self.last_metrics = self.frames, 0.0, {}
-        self._log_frames0 = self.frames  # frames at this session's start: the ETA's mean speed
+        self._log_frames0 = self.frames  # frames at this start or resume: the ETA's mean speed
         self.log = Logbook(run.path, self.spec["tasks"], cfg.run.total_frames, quiet,
                            self.spec["score_suite"])
         self.metrics_acc: dict[str, list[float]] = collections.defaultdict(list)
@@ -213,7 +213,8 @@ class Trainer:
         self.log.episodes(self.stats, self.frames)
         self.last_metrics = means
         extra = f"lag {means.get('policy_lag', 0):.1f}" if "policy_lag" in means else ""
-        # time left at this session's mean speed (the instantaneous fps swings with updates)
+        # time left at the mean speed since this process started (the instantaneous fps
+        # swings with updates)
         mean_fps = (self.frames - self._log_frames0) / max(now - self._start, 1e-9)
         left = max(self.cfg.run.total_frames - self.frames, 0)
         eta = f"eta {duration(left / mean_fps)}" if mean_fps > 0 else ""
@@ -240,7 +241,7 @@ class Trainer:
         return self.run.save_checkpoint(state, self.frames, self.cfg.run.keep_checkpoints)
 
     def wall_time(self) -> float:
-        """Seconds of training in this run, the sessions before a resume included."""
+        """Seconds of training in this run, the time before each resume included."""
         return self.wall_before + time.time() - self._start
 
     # ------------------------------------------------------------------ loops

@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
+from pathlib import Path
 
 from learners.config import ConfigError, RunStopped
 
@@ -33,7 +34,13 @@ def _train(args) -> int:
             raise ConfigError(f"cannot resume: {args.resume} has no checkpoint in checkpoints/")
         # Refused here, before anything starts, if its weights are not finite.
         RunDir.load_checkpoint(ckpt)
-        note = run.schedule_note(run.load_config(args.overrides))
+        wanted = run.load_config(args.overrides)
+        if RunDir.frames_of(ckpt) >= wanted.run.total_frames:
+            print(f"[mira] {run.path} is finished: {ckpt.name} is at run.total_frames="
+                  f"{wanted.run.total_frames:,}; nothing changed (give a larger "
+                  "run.total_frames=N to train it further)", file=sys.stderr)
+            return 0
+        note = run.schedule_note(wanted)
         cfg = run.resume_config(args.overrides)
         print(f"[mira] resuming {run.path} from {ckpt.name}", file=sys.stderr)
         if note:
@@ -68,6 +75,9 @@ def _train(args) -> int:
 def _evaluate(args) -> int:
     from scripts.evaluate import evaluate_checkpoint
 
+    if not args.target:
+        raise ConfigError("mira evaluate needs a RUN_DIR or a checkpoint file, "
+                          "e.g. mira evaluate runs/NAME --episodes 20")
     if args.episodes < 1 or args.video < 0:
         raise ConfigError(f"--episodes must be at least 1 and --video at least 0, "
                           f"got {args.episodes} and {args.video}")
@@ -84,8 +94,22 @@ def _evaluate(args) -> int:
 def _bench(args) -> int:
     from scripts.bench import run_bench
 
+    if not args.config:
+        raise ConfigError("mira bench needs a CONFIG file, "
+                          "e.g. mira bench configs/impala_minigrid.yaml")
     run_bench(args.config, args.overrides, seconds=args.seconds)
     return 0
+
+
+class _Defaults(argparse.HelpFormatter):
+    """Help that shows every option's default, where it has one (not None or off)."""
+
+    def _get_help_string(self, action):
+        text = action.help or ""
+        if action.option_strings and action.default not in (None, argparse.SUPPRESS) \
+                and action.default is not False:
+            text += " (default: %(default)s)"
+        return text
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -93,7 +117,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="mira", description="Distributed RL for studying recurrent cores and heads.")
     sub = parser.add_subparsers(dest="command", required=True)
-    t = sub.add_parser("train", help="train an agent (IMPALA or PPO) from a config")
+    t = sub.add_parser("train", help="train an agent (IMPALA or PPO) from a config",
+                       description="Train an agent from a YAML config, or continue a run.")
     t.add_argument("config", nargs="?", help="YAML config, e.g. configs/impala_minigrid.yaml")
     t.add_argument("overrides", nargs="*",
                    help="dotted.key=value overrides, e.g. run.total_frames=2e6")
@@ -101,15 +126,18 @@ def build_parser() -> argparse.ArgumentParser:
                    help="continue the run in RUN_DIR from its last checkpoint")
     t.add_argument("--quiet", action="store_true", help="no progress lines")
     t.set_defaults(fn=_train)
-    e = sub.add_parser("evaluate",
-                       help="evaluate a run or checkpoint: returns, normalised scores, CIs")
-    e.add_argument("target", metavar="RUN_DIR_OR_CHECKPOINT")
+    e = sub.add_parser("evaluate", formatter_class=_Defaults,
+                       help="evaluate a run or checkpoint: returns, normalised scores, CIs",
+                       description="Play whole episodes of every task with a checkpoint's agent "
+                                   "and write eval.json and eval.md beside it.")
+    e.add_argument("target", metavar="RUN_DIR_OR_CHECKPOINT", nargs="?",
+                   help="a run directory (its last checkpoint) or a checkpoint file")
     e.add_argument("overrides", nargs="*", help="dotted.key=value overrides of the run's config")
     e.add_argument("--episodes", type=int, default=10, help="episodes per task")
     e.add_argument("--tasks", nargs="+",
-                   help="evaluate only these tasks (names as in the run's suite)")
+                   help="evaluate only these tasks (names as in the run's suite); default: all")
     e.add_argument("--protocol", choices=["dqn", "machado"],
-                   help="Atari protocol to evaluate under")
+                   help="Atari protocol to evaluate under; default: the run's")
     e.add_argument("--num-runners", type=int,
                    help="0 = in-process; default: the run's runtime.num_runners")
     e.add_argument("--video", type=int, default=0, metavar="N",
@@ -119,16 +147,37 @@ def build_parser() -> argparse.ArgumentParser:
                    help="with --video and a RIMs core: a strip under the frames showing "
                         "which RIMs are active")
     e.set_defaults(fn=_evaluate)
-    b = sub.add_parser("bench",
-                       help="throughput benchmark of a config: env, inference, learner, end to end")
-    b.add_argument("config")
-    b.add_argument("overrides", nargs="*")
+    b = sub.add_parser("bench", formatter_class=_Defaults,
+                       help="throughput benchmark of a config: env, inference, learner, end to end",
+                       description="Measure a config's env steps/s, inference steps/s, learner "
+                                   "steps/s and end-to-end training steps/s.")
+    b.add_argument("config", nargs="?", help="YAML config, e.g. configs/impala_minigrid.yaml")
+    b.add_argument("overrides", nargs="*",
+                   help="dotted.key=value overrides, e.g. env.game=Breakout")
     b.add_argument("--seconds", type=float, default=20.0, help="duration of each measurement")
     b.set_defaults(fn=_bench)
     from scripts.compare import add_parser as add_compare_parser
 
     add_compare_parser(sub)
     return parser
+
+
+TRAINING_SECTIONS = ("run", "runtime", "env", "agent", "learner", "eval")
+
+
+def check_compare_file(path: str) -> None:
+    """Refuse, in one line, a training config given to ``mira compare`` (it has no ``base``)."""
+    from learners.config import read_yaml
+
+    if not path or not Path(path).is_file():
+        return  # the compare command names a missing file itself
+    data = read_yaml(Path(path))
+    if isinstance(data, dict) and "base" not in data and set(data) & set(TRAINING_SECTIONS):
+        raise ConfigError(
+            f"{path} is a training config (mira train {path}), not a compare file; a compare "
+            "file names a base config and what varies, e.g. `name: heads`, `base: "
+            "configs/impala_lab6.yaml`, `variants: [{agent.head: linear}, {agent.head: "
+            "multi_head}]`, `seeds: [0, 1, 2]` (see configs/compare_heads_lab6.yaml)")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -140,6 +189,8 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.WARNING, format="[mira] %(levelname)s %(message)s")
     args = build_parser().parse_args(argv)
     try:
+        if args.command == "compare":
+            check_compare_file(args.config)
         return args.fn(args)
     except ConfigError as e:
         print(f"mira: error: {e}", file=sys.stderr)

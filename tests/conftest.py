@@ -23,7 +23,6 @@ def small_overrides(tmp_path, **extra) -> list[str]:
         "learner.reward_clip": "none",
         "agent.core_options": "{hidden_size: 32}",
         "agent.torso_options": "{hidden_size: 32}",
-        "env.level": "MiniGrid-Empty-5x5-v0",
     }
     base.update(extra)
     return [f"{k}={v}" for k, v in base.items()]

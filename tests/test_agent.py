@@ -1,4 +1,4 @@
-"""Agent contract over every core x head in the registries (STYLE.md rule 9)."""
+"""Agent contract over every core x head in the registries."""
 
 import itertools
 
@@ -166,7 +166,7 @@ def test_orthogonal_torso_init_keeps_the_feature_scale():
     """``init: orthogonal`` keeps the scale of the features through the ReLUs.
 
     It uses gain sqrt 2 and zero biases; PyTorch's default init shrinks that scale layer by layer
-    (README.md, "Learning results").
+    (docs/results/pong.md).
     """
     from agents.torsos import ShallowTorso
 
@@ -189,7 +189,7 @@ def test_orthogonal_torso_init_keeps_the_feature_scale():
 
 
 def test_component_options_arrive_typed_as_the_loader_resolved_them():
-    """Issue 13: ``agent.*_options`` become each component's Config on load, once.
+    """``agent.*_options`` become each component's Config on load, once.
 
     The agent hands those very objects to the torso, core and head (no trip back through a
     dict), a Config and keyword options are not mixed, and an AgentConfig built by hand

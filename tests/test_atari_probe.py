@@ -13,7 +13,7 @@ SMALL = ["agent.core_options={hidden_size: 32}", "agent.torso_options={hidden_si
 
 
 def test_readout_runs_on_real_frames():
-    # A smoke run at toy size (the figures in README.md come from the defaults: 60 batches
+    # A smoke run at toy size (the docs' Pong figures come from the defaults: 60 batches
     # of 20 x 32 steps, 400 updates); at this size the fit itself is too noisy to assert.
     history = atari_probe.readout(str(ROOT / "configs/impala_atari_paper.yaml"), SMALL,
                                   updates=20, T=4, B=4, batches=12, every=10)

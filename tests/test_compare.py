@@ -72,7 +72,7 @@ def test_dry_run_lists_trials_and_their_run_dirs(tmp_path, capsys):
 
 
 def test_a_seed_axis_in_the_matrix_is_the_seeds_list(tmp_path):
-    """The issue's own example puts ``run.seed: [0, 1, 2]`` in the matrix: seeds, not variants."""
+    """The documented example puts ``run.seed: [0, 1, 2]`` in the matrix: seeds, not variants."""
     data = yaml.safe_load(write_compare(tmp_path).read_text())
     data.pop("seeds")
     data["matrix"]["run.seed"] = [3, 4, 5]

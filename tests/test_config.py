@@ -21,8 +21,8 @@ def test_every_preset_loads(path):
 
 
 def test_overrides_and_types():
-    cfg = load_config(None, ["run.total_frames=2e6", "runtime.num_runners=4", "env.game=Breakout",
-                             "learner.clip_value=false"])
+    cfg = load_config(None, ["run.total_frames=2e6", "runtime.num_runners=4", "env.suite=atari",
+                             "env.game=Breakout", "learner.clip_value=false"])
     assert cfg.run.total_frames == 2_000_000 and isinstance(cfg.run.total_frames, int)
     assert (cfg.runtime.num_runners == 4 and cfg.env.game == "Breakout"
             and cfg.learner.clip_value is False)
@@ -48,7 +48,7 @@ def test_core_options_are_filled_and_typed():
         ("agent.core_options.hidden=3", ["agent.core_options.hidden", "hidden_size"]),
         ("learner.name=a2c", ["learner.name: unknown learner 'a2c'", "impala, ppo"]),
         ("learner.batch_size=0", ["learner.batch_size must be >= 1, got 0"]),
-        # Ranges, checked on load (issue 14): each of these used to start a run or crash later.
+        # Ranges, checked on load: each of these used to start a run or crash later.
         ("learner.optimizer.lr=-1", ["learner.optimizer.lr must be > 0, got -1.0"]),
         ("learner.optimizer.lr=.inf", ["learner.optimizer.lr must be > 0, got inf"]),
         ("learner.gamma=1.5", ["learner.gamma must be in (0, 1], got 1.5"]),
@@ -140,7 +140,7 @@ def test_switching_the_core_on_the_command_line_drops_the_old_cores_options(caps
 
 
 def test_settings_of_one_algorithm_live_in_its_section_and_old_keys_still_load(tmp_path):
-    """Issue 13: IMPALA-only and PPO-only settings are ``learner.impala.*`` / ``learner.ppo.*``.
+    """IMPALA-only and PPO-only settings are ``learner.impala.*`` / ``learner.ppo.*``.
 
     Saved configs (every run directory up to 2026-11-24) and commands that spell them at
     ``learner.*`` load with the same meaning; the section's own spelling wins over the old

@@ -491,7 +491,7 @@ def test_bench_cores_smoke(capsys):
 
 
 def test_alstm_parameter_matched_setting_documented_in_the_readme():
-    # README's cores table: alstm hidden_size 204 matches lstm(256) within 1.1% behind the
+    # the docs' cores table: alstm hidden_size 204 matches lstm(256) within 1.1% behind the
     # shallow torso.
     count = lambda m: sum(p.numel() for p in m.parameters())  # noqa: E731
     lstm, alstm = CORES.get("lstm")(263), CORES.get("alstm")(263, hidden_size=204)

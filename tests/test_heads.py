@@ -1,4 +1,4 @@
-"""Contract tests over every head in HEADS (DESIGN.md, "Contracts").
+"""Contract tests over every head in HEADS (docs/design.md, "Contracts").
 
 Plus the behaviour that makes each head what it is: multi_head routes gradients to the selected task
 only; a learnt-context head never sees the task ID; a task-ID head depends on it.

@@ -1,4 +1,4 @@
-"""``ray job submit`` as README.md documents it.
+"""``ray job submit`` as docs/ray.md documents it.
 
 A head node whose ``~/.ray/auth_token`` exists (Ray 2.59+ writes one the first time a local
 ``ray.init()`` instance starts, and ``ray start --head`` then turns token authentication on), a job

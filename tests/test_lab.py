@@ -146,7 +146,7 @@ def test_multitask_training_logs_normalised_scores_per_level(small_cfg):
 
 @pytest.mark.parametrize("name", LEVELS)
 def test_gymnasium_env_checker_passes(name):
-    # gymnasium's own checks on the unwrapped level, as its docs recommend (issue 14: the
+    # gymnasium's own checks on the unwrapped level, as its docs recommend (the
     # mission of SelectNonmatchingObject was outside its MissionSpace).
     from gymnasium.utils.env_checker import check_env
 

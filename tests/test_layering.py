@@ -1,4 +1,4 @@
-"""Layering (DESIGN.md): agents/ knows nothing of envs/.
+"""Layering (docs/design.md): agents/ knows nothing of envs/.
 
 The agents, the return math and the losses import without Ray (they run in learners and runners
 alike, and in notebooks).

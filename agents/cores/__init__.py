@@ -1,4 +1,4 @@
-"""Recurrent cores: the middle of encoder -> core -> head (DESIGN.md, "Contracts").
+"""Recurrent cores: the middle of encoder -> core -> head (docs/design.md, "Contracts").
 
 Every core is an ``nn.Module`` registered in ``CORES`` and honours one contract:
 

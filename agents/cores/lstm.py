@@ -4,7 +4,7 @@ Standard gates, each the additive building block ``phi(W x + U h + b)`` of Wu et
 ``i, f, o = sigmoid(W x + U h + b)``, ``g = tanh(W x + U h + b)``,
 ``c' = f * c + i * g``, ``h' = o * tanh(c')``. The weights are an ``nn.LSTMCell``'s
 (its gate order i, f, g, o); the loop over time is explicit so that resets apply step by
-step (DESIGN.md contract), and ``W x + b`` is computed for the whole unroll at once.
+step (the core contract), and ``W x + b`` is computed for the whole unroll at once.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Output heads: the end of encoder -> core -> head (DESIGN.md, "Contracts").
+"""Output heads: the end of encoder -> core -> head (docs/design.md, "Contracts").
 
 Every head is an ``nn.Module`` registered in ``HEADS``:
 

@@ -1,0 +1,224 @@
+"""Write ``docs/configuration.md``, the configuration reference, from the typed configs.
+
+Every key of a training config (``learners.config.ExperimentConfig`` and the sections it
+composes: ``EnvConfig``, ``AgentConfig``, the optimizer, the algorithms' own sections) and
+every option of every registered torso, core and head, with its default, its allowed range
+or values and the one-line comment written beside the field in the source. The page is
+generated, so it cannot drift from the code: ``tests/test_docs.py`` checks that the
+committed page equals what this script writes.
+
+    python -m scripts.config_reference            # rewrite docs/configuration.md
+    python -m scripts.config_reference --check    # exit 1 if the page is out of date
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import dataclasses
+import inspect
+import io
+import sys
+import textwrap
+import tokenize
+import typing
+from pathlib import Path
+
+PAGE = Path(__file__).resolve().parents[1] / "docs" / "configuration.md"
+
+
+def field_comments(cls: type) -> dict[str, str]:
+    """Field name -> its comment: the one on its line, after the block directly above it."""
+    source = textwrap.dedent(inspect.getsource(cls))
+    comments: dict[int, str] = {}
+    for tok in tokenize.generate_tokens(io.StringIO(source).readline):
+        if tok.type == tokenize.COMMENT:
+            comments[tok.start[0]] = tok.string.lstrip("#").strip()
+    lines = source.splitlines()
+    out = {}
+    for node in ast.parse(source).body[0].body:
+        if not (isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name)):
+            continue
+        above, row = [], node.lineno - 1
+        while row >= 1 and lines[row - 1].strip().startswith("#"):
+            above.insert(0, comments[row])
+            row -= 1
+        own = comments.get(node.lineno) if node.end_lineno == node.lineno else None
+        text = " ".join(above + ([own] if own else []))
+        out[node.target.id] = text.replace("|", "\\|")
+    return out
+
+
+def _default(f: dataclasses.Field):
+    if f.default is not dataclasses.MISSING:
+        return f.default
+    if f.default_factory is not dataclasses.MISSING:
+        return f.default_factory()
+    return None
+
+
+def _show(value) -> str:
+    if value is None:
+        return "none"
+    if isinstance(value, bool):
+        return f"`{str(value).lower()}`"
+    if isinstance(value, str):
+        return f'`"{value}"`' if value == "" else f"`{value}`"
+    if isinstance(value, float) and value and (abs(value) < 1e-3 or abs(value) >= 1e5):
+        return f"`{value:g}`"
+    if isinstance(value, int) and abs(value) >= 10_000:
+        return f"`{value:_}`".replace("_", ",")
+    return f"`{value}`"
+
+
+def _range(bounds: tuple) -> str:
+    low, high, low_open, high_open = bounds
+    if high is None:
+        return f"{'>' if low_open else '>='} {low}"
+    return f"{'(' if low_open else '['}{low}, {high}{')' if high_open else ']'}"
+
+
+def _allowed(key: str, name: str, tp, value, ranges: dict, option: bool) -> str:
+    """Choices of a Literal, the checked range, or the rule for component options."""
+    from agents.registry import choices
+
+    kinds = choices(tp)
+    if kinds:
+        return ", ".join(f"`{k}`" for k in kinds)
+    if key in ranges:
+        return ranges[key] if isinstance(ranges[key], str) else _range(ranges[key])
+    if option and isinstance(value, int) and not isinstance(value, bool):
+        return ">= 1"
+    if option and isinstance(value, float) and name.endswith("dropout"):
+        return "[0, 1)"
+    return ""
+
+
+def table(cls: type, prefix: str, ranges: dict, option: bool = False,
+          notes: dict | None = None) -> tuple[list[str], list[tuple[type, str]]]:
+    """Markdown rows for ``cls``'s fields under ``prefix``; nested dataclass fields returned."""
+    hints = typing.get_type_hints(cls)
+    docs = field_comments(cls)
+    rows, nested = [], []
+    for f in dataclasses.fields(cls):
+        value = _default(f)
+        key = f"{prefix}{f.name}"
+        if dataclasses.is_dataclass(value):
+            nested.append((type(value), f"{key}."))
+            continue
+        allowed = _allowed(key, f.name, hints[f.name], value, ranges, option)
+        meaning = docs.get(f.name, "")
+        if notes and key in notes:
+            meaning = f"{meaning} {notes[key]}".strip()
+        shown = _show(value)
+        if value is None and f.name in (notes or {}).get("_by_algorithm", {}):
+            shown = notes["_by_algorithm"][f.name]
+        rows.append(f"| `{key}` | {shown} | {allowed} | {meaning} |")
+    return rows, nested
+
+
+HEADER = ["| key | default | allowed | meaning |", "| --- | --- | --- | --- |"]
+
+
+def section(cls: type, prefix: str, ranges: dict, notes: dict) -> list[str]:
+    """The rows of a section and, after them, one table per nested section."""
+    rows, nested = table(cls, prefix, ranges, notes=notes)
+    out = [*HEADER, *rows, ""]
+    for sub, sub_prefix in nested:
+        out += [f"### `{sub_prefix.rstrip('.')}`", "", (inspect.getdoc(sub) or "").splitlines()[0],
+                "", *section(sub, sub_prefix, ranges, notes)]
+    return out
+
+
+def render() -> str:
+    """The whole page."""
+    import envs  # noqa: F401  (registers every suite)
+    from agents.cores import CORES
+    from agents.heads import HEADS
+    from agents.torsos import TORSOS
+    from envs.suites import ENVS
+    from learners.algorithms import LEARNERS
+    from learners.config import RANGES, SUITE_KEYS, ExperimentConfig
+
+    by_algorithm = {}
+    for name in LEARNERS.names():
+        for key, value in LEARNERS.get(name).defaults.items():
+            by_algorithm.setdefault(key, []).append(f"{name}: {_show(value)}")
+    notes: dict = {"_by_algorithm": {k: ", ".join(v) for k, v in by_algorithm.items()}}
+    for suite, keys in SUITE_KEYS.items():
+        for key in keys:
+            notes.setdefault(f"env.{key}", []).append(suite)
+    notes.update({k: f"Read by: {', '.join(v)}." for k, v in notes.items()
+                  if k.startswith("env.") and isinstance(v, list)})
+    # Keys whose values are registry names, and the ranges validate() checks with its
+    # combination rules rather than through RANGES.
+    ranges = dict(RANGES)
+    ranges.update({"run.total_frames": (0, None, True, False),
+                   "runtime.num_runners": (0, None, False, False),
+                   "runtime.envs_per_runner": (1, None, False, False),
+                   "learner.unroll_length": (1, None, False, False)})
+    named = {"env.suite": ENVS, "agent.torso": TORSOS, "agent.core": CORES, "agent.head": HEADS,
+             "learner.name": LEARNERS}
+    ranges.update({k: ", ".join(f"`{n}`" for n in r.names()) for k, r in named.items()})
+    ranges["learner.device"] = "`auto`, `cpu`, `cuda`, `cuda:N`"
+    lines = [
+        "# Configuration reference",
+        "",
+        "<!-- Generated by `python -m scripts.config_reference` from the typed configs; do not",
+        "edit by hand. tests/test_docs.py checks that this page equals what the script writes. -->",
+        "",
+        "Every key of a training config, with its default, what it may be and what it means. Set",
+        "a key in the YAML file (`learner: {batch_size: 32}`) or on the command line",
+        "(`learner.batch_size=32`; values are YAML). Ranges are checked when a config is loaded:",
+        "a value outside them, an unknown key or a wrong type is a one-line error naming the key.",
+        "A default listed per algorithm is filled in on load and written to the run's",
+        "`config.yaml`. Env keys name the suites that read them; setting one the chosen suite",
+        "does not read is refused.",
+        "",
+    ]
+    root = ExperimentConfig()
+    for f in dataclasses.fields(ExperimentConfig):
+        cls = type(getattr(root, f.name))
+        doc = (inspect.getdoc(cls) or "").splitlines()[0]
+        lines += [f"## `{f.name}`", "", doc, "", *section(cls, f"{f.name}.", ranges, notes)]
+    lines += [
+        "## Component options",
+        "",
+        "`agent.torso_options`, `agent.core_options` and `agent.head_options` take the options",
+        "of the component that `agent.torso`, `agent.core` and `agent.head` name. Switching the",
+        "component on the command line drops the file's options for the old one, with a notice.",
+        "",
+    ]
+    for kind, registry in (("torso", TORSOS), ("core", CORES), ("head", HEADS)):
+        for name in registry.names():
+            option_cls = getattr(registry.get(name), "Config", None)
+            lines += [f"### `agent.{kind}: {name}`", ""]
+            rows = table(option_cls, f"agent.{kind}_options.", {}, option=True)[0] \
+                if option_cls else []
+            lines += ([*HEADER, *rows] if rows else ["No options."]) + [""]
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Write the page, or with ``--check`` say whether the committed one is current."""
+    parser = argparse.ArgumentParser(prog="python -m scripts.config_reference",
+                                     description=__doc__.splitlines()[0])
+    parser.add_argument("--check", action="store_true",
+                        help="exit 1 if docs/configuration.md differs from what would be written")
+    args = parser.parse_args(argv)
+    text = render()
+    if args.check:
+        current = PAGE.read_text() if PAGE.is_file() else ""
+        if current != text:
+            print(f"{PAGE} is out of date: run python -m scripts.config_reference",
+                  file=sys.stderr)
+            return 1
+        return 0
+    PAGE.parent.mkdir(exist_ok=True)
+    PAGE.write_text(text)
+    print(f"wrote {PAGE}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

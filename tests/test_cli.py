@@ -1,0 +1,101 @@
+"""The command line's answers to common mistakes: one line each, and nothing changed."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import pytest
+
+from learners.config import ConfigError, load_config, save_config
+from learners.run_dir import RunDir
+from learners.trainer import Trainer
+from scripts.cli import main
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.mark.parametrize("config, override, reads", [
+    ("impala_minigrid", "env.game=Pong", "env.level, env.levels"),
+    ("impala_minigrid", "env.frame_stack=2", "env.level, env.levels"),
+    ("impala_lab6", "env.level=MiniGrid-Empty-8x8-v0", "no env key but env.suite"),
+    ("impala_atari", "env.levels=[MiniGrid-Empty-5x5-v0]", "env.game, env.games, env.protocol"),
+])
+def test_a_setting_the_suite_never_reads_is_refused(config, override, reads):
+    key = override.split("=")[0]
+    with pytest.raises(ConfigError, match=rf"^{key}: the \w+ suite does not read it \(it reads "
+                                          rf"{reads}"):
+        load_config(ROOT / f"configs/{config}.yaml", [override], runtime=False)
+
+
+def test_a_saved_config_with_every_default_still_loads(tmp_path):
+    """config.yaml holds every env key at its default; only set values are checked."""
+    cfg = load_config(ROOT / "configs/impala_lab6.yaml", runtime=False)
+    save_config(cfg, tmp_path / "config.yaml")
+    assert load_config(tmp_path / "config.yaml", runtime=False).env.suite == "lab6"
+    # a file's non-default value for a key the suite does not read is refused too
+    text = (tmp_path / "config.yaml").read_text().replace("frame_stack: 4", "frame_stack: 2")
+    (tmp_path / "config.yaml").write_text(text)
+    with pytest.raises(ConfigError, match="env.frame_stack: the lab6 suite does not read it"):
+        load_config(tmp_path / "config.yaml", runtime=False)
+
+
+def test_an_unknown_core_is_one_line_without_a_notice_first(capsys):
+    assert main(["train", str(ROOT / "configs/impala_minigrid.yaml"), "agent.core=gru"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("mira: error: agent.core: unknown core 'gru'"), err
+
+
+def test_resume_of_a_finished_run_changes_nothing(small_cfg, capsys):
+    cfg = small_cfg()
+    Trainer(cfg, RunDir.create(cfg, None), quiet=True).train()
+    run = Path(cfg.run.dir)
+    before = {p: p.read_bytes() for p in run.rglob("*") if p.is_file()}
+    for extra in ([], [f"run.total_frames={cfg.run.total_frames}"]):
+        assert main(["train", "--resume", str(run), *extra]) == 0
+        err = capsys.readouterr().err
+        assert "is finished" in err and "run.total_frames" in err, err
+    assert {p: p.read_bytes() for p in run.rglob("*") if p.is_file()} == before
+
+
+@pytest.mark.parametrize("argv, needs", [
+    (["bench"], "mira bench needs a CONFIG file"),
+    (["evaluate"], "mira evaluate needs a RUN_DIR or a checkpoint file"),
+])
+def test_bench_and_evaluate_without_arguments_say_what_they_need(argv, needs, capsys):
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and needs in err[0], err
+
+
+@pytest.mark.parametrize("command, defaults", [
+    ("evaluate", ["--episodes EPISODES   episodes per task (default: 10)", "(default: 0)"]),
+    ("bench", ["(default: 20.0)"]),
+])
+def test_help_shows_the_defaults_and_describes_every_argument(command, defaults, capsys):
+    with pytest.raises(SystemExit):
+        main([command, "--help"])
+    out = capsys.readouterr().out
+    for text in defaults:
+        assert text in " ".join(out.split()) or text in out, out
+    from scripts.cli import build_parser
+
+    sub = next(a for a in build_parser()._actions if a.dest == "command").choices[command]
+    assert all(a.help for a in sub._actions), [a.dest for a in sub._actions if not a.help]
+
+
+def test_compare_given_a_training_config_says_what_a_compare_file_is(capsys):
+    assert main(["compare", str(ROOT / "configs/impala_minigrid.yaml"), "--dry-run"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "is a training config" in err[0] and "base:" in err[0], err
+
+
+def test_rays_local_token_notice_is_filtered_and_other_warnings_kept():
+    from learners.fleet import RAY_AUTH_LOGGER, quiet_local_auth_notice
+
+    def record(message):
+        return logging.LogRecord(RAY_AUTH_LOGGER, logging.WARNING, __file__, 1, message, (), None)
+
+    assert not quiet_local_auth_notice(record(
+        "Token authentication is enabled for this Ray cluster. Set RAY_AUTH_MODE=disabled"))
+    assert quiet_local_auth_notice(record("Token authentication is disabled for this cluster"))
