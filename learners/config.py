@@ -171,6 +171,7 @@ RANGES: dict[str, tuple] = {
     "runtime.learner_cpus": (0, None, False, False),
     "env.max_episode_frames": (1, None, False, False),
     "env.frame_stack": (1, None, False, False),
+    "env.ale_threads": (1, None, False, False),
     "learner.batch_size": (1, None, False, False),
     "learner.gamma": (0, 1, True, False),
     "learner.entropy_cost": (0, None, False, False),

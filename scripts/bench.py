@@ -32,20 +32,18 @@ def _rate(fn, seconds: float, per_call: int, warmup: int = 2) -> float:
 
 
 def env_rate(runner, seconds: float) -> float:
-    """(a) Steps/s of the runner's envs under uniformly random actions, stepped in this process.
+    """(a) Steps/s of the runner's batch of envs under uniformly random actions, in this process.
 
-    Resets at episode ends are timed but not counted as steps.
+    The batch is the one the config's runners step (Atari: ``env.backend``); episode ends
+    reset inside the step, so resets are timed too.
     """
     rng = np.random.default_rng(0)
-    envs, n = runner.envs, runner.suite.num_actions
+    batch, n = runner.batch, runner.suite.num_actions
 
     def step():
-        for env in envs:
-            _, _, term, trunc, _ = env.step(int(rng.integers(n)))
-            if term or trunc:
-                env.reset()
+        batch.step(rng.integers(n, size=runner.B))
 
-    return _rate(step, seconds, len(envs))
+    return _rate(step, seconds, runner.B)
 
 
 def inference_rate(runner, seconds: float) -> float:
