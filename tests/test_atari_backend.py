@@ -167,3 +167,11 @@ def test_evaluation_and_video_on_the_vector_backend(tmp_path):
     # Video needs full-colour screens: recorded on the gymnasium backend, same agent.
     paths = record(r, r.agent.state_dict(), 1, tmp_path, "Pong", "atari")
     assert len(paths) == 1 and "steps10" in paths[0].name and paths[0].stat().st_size > 0
+
+
+def test_bench_runner_core_estimate():
+    from scripts.bench import gpu_estimate
+
+    # 1 ms env + 1 ms inference: 500 steps/s a core; 64 cores would collect 32,000 > 10,000.
+    per_core, rates = gpu_estimate(1000.0, 1000.0, 10_000.0)
+    assert per_core == pytest.approx(500.0) and rates == {16: 8000.0, 64: 10_000.0}
