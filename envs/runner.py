@@ -1,6 +1,7 @@
 """EnvRunner: a batch of environments and a CPU copy of the agent (docs/design.md).
 
-Each ``rollout`` call steps every env ``T`` times with the latest weights it was given
+Each ``rollout`` call steps its batch of envs (``envs.batch``: gymnasium envs one by one, or
+ale-py's vector env for Atari) ``T`` times with the latest weights it was given
 and returns one ``Trajectory`` of ``[T + 1, B, ...]``; row 0 is the previous call's
 last row, so consecutive unrolls tile the experience stream without a gap (with new
 weights, row 0's not yet executed action is sampled again from them). The runner
@@ -15,7 +16,7 @@ import torch
 
 from agents.agent import Agent
 from agents.config import AgentConfig
-from envs.suites import EnvConfig, build_suite
+from envs.suites import EnvConfig, build_suite, make_batch
 from envs.trajectory import Trajectory
 
 
@@ -55,6 +56,12 @@ class EnvRunner:
     ):
         torch.set_num_threads(torch_threads)
         self.runner_id = runner_id
+        # How to build this runner again on another backend (video records on gymnasium's).
+        self.args = dict(env_cfg=env_cfg, agent_cfg=agent_cfg, runner_id=runner_id,
+                         num_runners=num_runners, envs_per_runner=envs_per_runner,
+                         unroll_length=unroll_length, seed=seed, runners_per_task=runners_per_task,
+                         torch_threads=torch_threads, tasks=tasks, state_every=state_every,
+                         popart=popart)
         self.suite = build_suite(env_cfg)
         self.T = unroll_length
         self.B = envs_per_runner
@@ -64,8 +71,9 @@ class EnvRunner:
             runner_id, max(num_runners, 1), envs_per_runner, len(self.suite.tasks), runners_per_task
         )
         base_seed = seed * 100_003 + runner_id * envs_per_runner
-        self.envs = [self.suite.make(task, base_seed + i) for i, task in enumerate(self.tasks)]
-        space = self.envs[0].observation_space
+        self.batch = make_batch(self.suite, list(self.tasks),
+                                [base_seed + i for i in range(envs_per_runner)])
+        space = self.batch.observation_space
         self.obs_shapes = {k: space[k].shape for k in space}
         # Token-valued keys (the instruction): ids 0..high, read off the observation space.
         self.obs_vocab = {k: int(np.max(space[k].high)) + 1 for k in space
@@ -83,7 +91,7 @@ class EnvRunner:
 
     def _allocate(self) -> None:
         T1, B, A = self.T + 1, self.B, self.suite.num_actions
-        space = self.envs[0].observation_space
+        space = self.batch.observation_space
         self.obs = {k: np.zeros((T1, B, *space[k].shape), space[k].dtype) for k in space}
         z = lambda dtype: np.zeros((T1, B), dtype)  # noqa: E731
         self.buf = dict(
@@ -96,10 +104,8 @@ class EnvRunner:
 
     def _start(self) -> None:
         """Reset every env and compute the agent's output at step 0 of the first unroll."""
-        for i, env in enumerate(self.envs):
-            obs, _ = env.reset()
-            for k, v in obs.items():
-                self.obs[k][0, i] = v
+        for k, v in self.batch.reset().items():
+            self.obs[k][0] = v
         self.buf["reset"][0] = True
         self.state_before = self.agent.initial_state(self.B)
         self._started = False
@@ -165,28 +171,18 @@ class EnvRunner:
         chunk_states = [initial_state] if self.state_every else None
         buf, episodes = self.buf, []
         for t in range(1, self.T + 1):
-            final_obs = {}
-            rewards = np.zeros(self.B, np.float32)
-            for i, env in enumerate(self.envs):
-                obs, reward, terminated, truncated, info = env.step(int(buf["action"][t - 1, i]))
-                rewards[i] = reward
-                buf["terminated"][t - 1, i] = terminated
-                buf["truncated"][t - 1, i] = truncated and not terminated
-                done = terminated or truncated
-                if "episode" in info:
-                    episodes.append((int(self.tasks[i]), float(info["episode"]["r"]),
-                                     int(info["episode"]["l"])))
-                if done:
-                    if truncated and not terminated:
-                        final_obs[i] = obs
-                    obs, _ = env.reset()
-                for k, v in obs.items():
-                    self.obs[k][t, i] = v
-                buf["reset"][t, i] = done
+            step = self.batch.step(buf["action"][t - 1])
+            rewards = step.reward
+            buf["terminated"][t - 1] = step.terminated
+            buf["truncated"][t - 1] = step.truncated
+            episodes += [(int(self.tasks[i]), ret, length) for i, ret, length in step.episodes]
+            for k, v in step.obs.items():
+                self.obs[k][t] = v
+            buf["reset"][t] = step.terminated | step.truncated
             buf["reward"][t - 1] = rewards
             buf["final_value"][t - 1] = 0.0
-            if final_obs:
-                self._final_values(t - 1, final_obs, rewards)
+            if step.final_obs:
+                self._final_values(t - 1, step.final_obs, rewards)
             reset = buf["reset"][t]
             buf["last_action"][t] = np.where(reset, 0, buf["action"][t - 1])
             buf["last_reward"][t] = np.where(reset, 0.0, rewards)
@@ -223,9 +219,11 @@ class EnvRunner:
         ones). The task ID reaches the agent only if its head reads it. Returns (task,
         return, length) per episode.
         Leaves the training stream restarted (fresh episodes) afterwards.
-        ``observe(i, env, obs, episode)``, if given, is called after every step of env ``i``
-        that counts (before a reset), with ``episode = (return, length)`` on the step that
-        ends a counted episode, else None (``envs/video.py`` records frames with it).
+        ``observe(i, screen, obs, episode)``, if given, is called after every step of env ``i``
+        that counts, with the env's RGB picture after that step (before any reset; the batch
+        must render: ``batch.renders``), its observation (the last of a truncated episode,
+        else the step's) and ``episode = (return, length)`` on the step that ends a counted
+        episode, else None (``envs/video.py`` records frames with it).
         """
         if weights is not None:
             self.agent.load_state_dict(weights)
@@ -242,24 +240,24 @@ class EnvRunner:
             out, self.state_before = self.agent(rows, self.state_before)
             actions = torch.multinomial(torch.softmax(out.logits[0], -1), 1,
                                         generator=self.generator)[:, 0].numpy()
-            for i, env in enumerate(self.envs):
-                counting = done_count[i] < target[i]
-                obs, reward, terminated, truncated, info = env.step(int(actions[i]))
-                ended = None
-                if "episode" in info and counting:
-                    ended = (float(info["episode"]["r"]), int(info["episode"]["l"]))
-                    results.append((int(self.tasks[i]), *ended))
+            counting = done_count < target
+            step = self.batch.step(actions, screens=observe is not None)
+            ended: dict[int, tuple[float, int]] = {}
+            for i, ret, length in step.episodes:
+                if counting[i]:
+                    ended[i] = (ret, length)
+                    results.append((int(self.tasks[i]), ret, length))
                     done_count[i] += 1
-                if observe is not None and counting:
-                    observe(i, env, obs, ended)
-                new_episode = terminated or truncated
-                if new_episode:
-                    obs, _ = env.reset()
-                for k, v in obs.items():
-                    self.obs[k][0, i] = v
-                self.buf["reset"][0, i] = new_episode
-                self.buf["last_action"][0, i] = 0 if new_episode else actions[i]
-                self.buf["last_reward"][0, i] = 0.0 if new_episode else reward
+            new_episode = step.terminated | step.truncated
+            if observe is not None:
+                for i in np.flatnonzero(counting):
+                    last = step.final_obs.get(i) or {k: v[i] for k, v in step.obs.items()}
+                    observe(int(i), step.screens[i], last, ended.get(i))
+            for k, v in step.obs.items():
+                self.obs[k][0] = v
+            self.buf["reset"][0] = new_episode
+            self.buf["last_action"][0] = np.where(new_episode, 0, actions)
+            self.buf["last_reward"][0] = np.where(new_episode, 0.0, step.reward)
         self._start()
         return results
 
@@ -274,7 +272,15 @@ class EnvRunner:
             score_suite=self.suite.score_suite,
         )
 
+    def on_backend(self, backend: str) -> EnvRunner:
+        """The same runner (envs, tasks, seeds, current weights) on another Atari backend."""
+        import dataclasses
+
+        env_cfg = dataclasses.replace(self.args["env_cfg"], backend=backend)
+        other = EnvRunner(**{**self.args, "env_cfg": env_cfg, "tasks": list(self.tasks)})
+        other.set_weights(self.agent.state_dict(), self.version)
+        return other
+
     def close(self) -> None:
         """Close every environment."""
-        for env in self.envs:
-            env.close()
+        self.batch.close()

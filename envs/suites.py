@@ -39,6 +39,9 @@ class EnvConfig:
     frame_stack: int = 4  # Atari: frames stacked into one observation
     # Atari: force the 18-action set on/off (None: the protocol's; multitask: on)
     full_action_space: bool | None = None
+    # Atari: ale_vector (ale-py's C++ vector env) or gymnasium (one wrapped env per env)
+    backend: Literal["ale_vector", "gymnasium"] = "ale_vector"
+    ale_threads: int = 1  # Atari ale_vector: emulator threads per runner (1: its one CPU)
 
 
 @dataclass
@@ -50,6 +53,11 @@ class SuiteSpec:
     num_actions: int
     score_suite: str  # key for envs.scores normalisation ("atari", "lab", or "none")
     frames_per_step: int = 1  # environment frames per agent step (Atari: the frame skip, 4)
+    # (tasks, seeds) -> batch with GymBatch's interface; None: a GymBatch of make(task, seed)
+    make_batch: Callable[[list[int], list[int]], object] | None = None
+
+
+BACKENDS = ("ale_vector", "gymnasium")  # env.backend's values (suite atari)
 
 
 ENVS: Registry = Registry("env suite")
@@ -80,6 +88,25 @@ def _make_atari(cfg: EnvConfig, games: list[str], full_action_space: bool | None
     return env
 
 
+def _atari_batch(cfg: EnvConfig, games: list[str], full_action_space: bool | None,
+                 tasks: list[int], seeds: list[int]):
+    from envs.atari import AleVectorBatch
+
+    return AleVectorBatch(games, tasks, seeds, cfg.protocol, full_action_space=full_action_space,
+                          episodic_life=cfg.episodic_life,
+                          max_episode_frames=cfg.max_episode_frames, frame_stack=cfg.frame_stack,
+                          num_threads=cfg.ale_threads)
+
+
+def make_batch(suite: SuiteSpec, tasks: list[int], seeds: list[int]):
+    """The batch of envs a runner steps: env ``i`` plays ``tasks[i]``, seeded ``seeds[i]``."""
+    from envs.batch import GymBatch
+
+    if suite.make_batch is not None:
+        return suite.make_batch(tasks, seeds)
+    return GymBatch([suite.make(task, seed) for task, seed in zip(tasks, seeds)])
+
+
 def config_tasks(cfg: EnvConfig) -> tuple[str, list[str]] | None:
     """(config key, task ids) of the suites whose tasks the config names.
 
@@ -101,14 +128,23 @@ def minigrid_suite(cfg: EnvConfig) -> SuiteSpec:
 
 @ENVS.register("atari")
 def atari_suite(cfg: EnvConfig) -> SuiteSpec:
-    """ALE games as tasks, 4 frames a step; the action count is probed from the first game."""
+    """ALE games as tasks, 4 frames a step; the action count is probed from the first game.
+
+    Runners step them on ``env.backend``: ale-py's vector env, or gymnasium envs one by one.
+    """
+    if cfg.backend not in BACKENDS:
+        raise ValueError(f"env.backend must be one of {', '.join(BACKENDS)}, got {cfg.backend!r}")
+    if cfg.ale_threads < 1:
+        raise ValueError(f"env.ale_threads must be at least 1, got {cfg.ale_threads}")
     games = config_tasks(cfg)[1]
     full = True if len(games) > 1 else cfg.full_action_space  # one action space for all games
     make = functools.partial(_make_atari, cfg, games, full)
     probe = make(0, 0)
     n = probe.action_space.n
     probe.close()
-    return SuiteSpec(games, make, int(n), "atari", frames_per_step=4)
+    batch = (functools.partial(_atari_batch, cfg, games, full) if cfg.backend == "ale_vector"
+             else None)
+    return SuiteSpec(games, make, int(n), "atari", frames_per_step=4, make_batch=batch)
 
 
 def check_task_ids(cfg: EnvConfig) -> None:

@@ -7,6 +7,8 @@ are MP4 through OpenCV (already a mira dependency, for Atari's preprocessing), o
 through Pillow where OpenCV has no MP4 encoder. gymnasium's ``RecordVideo`` would need
 moviepy and the env's ``render_mode`` fixed at creation, which mira's suites share with
 training, so the episodes are driven by ``EnvRunner.run_episodes`` and recorded here.
+ale-py's vector env (Atari's default backend) keeps no full-colour screen, so Atari video
+is recorded on the ``gymnasium`` backend (same game, protocol and agent).
 With ``unit_strip`` (RIMs cores), a strip under each frame shows which RIMs the step updated.
 """
 
@@ -21,8 +23,8 @@ FPS = {"atari": 15, "default": 8}  # Atari: 60 Hz emulator / frame skip 4
 
 
 def screen(env, fallback_obs: dict | None = None) -> np.ndarray:
-    """RGB uint8 ``[H, W, 3]`` picture of ``env``'s current state."""
-    u = env.unwrapped
+    """RGB uint8 ``[H, W, 3]`` picture of ``env``'s state (env None: ``fallback_obs``'s pixels)."""
+    u = env.unwrapped if env is not None else None
     if hasattr(u, "ale"):
         return np.asarray(u.ale.getScreenRGB(), dtype=np.uint8)
     if hasattr(u, "get_frame"):
@@ -73,6 +75,8 @@ def record(runner, weights: dict, episodes: int, out_dir: Path, task_name: str, 
            unit_strip: bool = False) -> list[Path]:
     """Play ``episodes`` whole episodes on ``runner``'s first env and write one file each.
 
+    A runner whose envs cannot render full screens (``runner.batch.renders`` false: Atari's
+    ``ale_vector`` backend) is rebuilt on the ``gymnasium`` backend for the recording.
     Files are named ``<task>_ep<k>_return<R>_steps<L>`` (one frame per agent step); returns
     the paths.
     """
@@ -85,10 +89,10 @@ def record(runner, weights: dict, episodes: int, out_dir: Path, task_name: str, 
     frames: list[np.ndarray] = []
     paths: list[Path] = []
 
-    def observe(i: int, env, obs: dict, episode: tuple | None) -> None:
+    def observe(i: int, picture: np.ndarray | None, obs: dict, episode: tuple | None) -> None:
         if i != 0:
             return
-        frame = screen(env, obs)
+        frame = picture if picture is not None else screen(None, obs)
         if unit_strip:  # the step that led here: the core's last forward, env 0
             frame = with_strip(frame, runner.agent.core.last_active()[-1, 0].cpu().numpy())
         frames.append(frame)
@@ -98,6 +102,13 @@ def record(runner, weights: dict, episodes: int, out_dir: Path, task_name: str, 
                                                        f"_return{ret:+g}_steps{steps}", fps))
             frames.clear()
 
+    rebuilt = not runner.batch.renders
+    if rebuilt:
+        runner = runner.on_backend("gymnasium")
     per_env = [episodes] + [0] * (runner.B - 1)
-    runner.run_episodes(per_env, weights, observe=observe)
+    try:
+        runner.run_episodes(per_env, weights, observe=observe)
+    finally:
+        if rebuilt:
+            runner.close()
     return paths

@@ -171,6 +171,7 @@ RANGES: dict[str, tuple] = {
     "runtime.learner_cpus": (0, None, False, False),
     "env.max_episode_frames": (1, None, False, False),
     "env.frame_stack": (1, None, False, False),
+    "env.ale_threads": (1, None, False, False),
     "learner.batch_size": (1, None, False, False),
     "learner.gamma": (0, 1, True, False),
     "learner.entropy_cost": (0, None, False, False),
@@ -239,7 +240,7 @@ def load_config(path: str | Path | None = None, overrides: list[str] | None = No
 SUITE_KEYS: dict[str, tuple[str, ...]] = {
     "minigrid": ("level", "levels"),
     "atari": ("game", "games", "protocol", "episodic_life", "max_episode_frames", "frame_stack",
-              "full_action_space", "backend"),
+              "full_action_space", "backend", "ale_threads"),
     "lab30": (),
     "lab6": (),
 }

@@ -9,6 +9,10 @@
 (a)-(c) are measured on one core each, so ``1/a + 1/b + 1/c`` is the core-seconds one
 agent step costs; with ``N`` cores the compute-bound limit is ``N / (1/a + 1/b + 1/c)``
 and (d) is reported as a fraction of it. Figures, not assertions: machines are noisy.
+
+A runner core does (a) and (b), so it collects ``r = 1 / (1/a + 1/b)`` steps/s. With the
+learner on a GPU that updates ``G`` steps/s (``--gpu-learner-rate``), ``N`` runner cores
+feed ``min(N r, G)`` steps/s end to end; bench prints it for 16 and 64 runner cores.
 """
 
 from __future__ import annotations
@@ -19,6 +23,12 @@ import time
 
 import numpy as np
 import torch
+
+# Learner steps/s on one H100 (fp32), measured with `mira bench
+# configs/impala_atari_paper.yaml env.game=Pong` (IMPALA's one pass per batch); a preset
+# with several epochs per batch (configs/impala_atari.yaml, PPO) updates fewer steps/s.
+GPU_LEARNER_RATE = 33_569.0
+RUNNER_CORES = (16, 64)  # runner cores for which bench prints the GPU-learner estimate
 
 
 def _rate(fn, seconds: float, per_call: int, warmup: int = 2) -> float:
@@ -32,20 +42,18 @@ def _rate(fn, seconds: float, per_call: int, warmup: int = 2) -> float:
 
 
 def env_rate(runner, seconds: float) -> float:
-    """(a) Steps/s of the runner's envs under uniformly random actions, stepped in this process.
+    """(a) Steps/s of the runner's batch of envs under uniformly random actions, in this process.
 
-    Resets at episode ends are timed but not counted as steps.
+    The batch is the one the config's runners step (Atari: ``env.backend``); episode ends
+    reset inside the step, so resets are timed too.
     """
     rng = np.random.default_rng(0)
-    envs, n = runner.envs, runner.suite.num_actions
+    batch, n = runner.batch, runner.suite.num_actions
 
     def step():
-        for env in envs:
-            _, _, term, trunc, _ = env.step(int(rng.integers(n)))
-            if term or trunc:
-                env.reset()
+        batch.step(rng.integers(n, size=runner.B))
 
-    return _rate(step, seconds, len(envs))
+    return _rate(step, seconds, runner.B)
 
 
 def inference_rate(runner, seconds: float) -> float:
@@ -110,11 +118,31 @@ def end_to_end_rate(cfg, seconds: float) -> float:
     return (summary["frames"] - frames0) / max(time.time() - start, 1e-9) / fps_per_step
 
 
-def run_bench(config_path: str, overrides: list[str], seconds: float = 20.0) -> dict:
+def gpu_estimate(env: float, inference: float, gpu_learner: float,
+                 runner_cores: tuple[int, ...] = RUNNER_CORES) -> tuple[float, dict[int, float]]:
+    """Steps/s of one runner core and, per runner-core count, the end-to-end rate it implies.
+
+    A runner core steps envs and runs inference (``1 / (1/env + 1/inference)`` steps/s);
+    ``N`` of them feed a GPU learner of ``gpu_learner`` steps/s at ``min(N * that, gpu_learner)``.
+    """
+    per_core = 1.0 / (1.0 / env + 1.0 / inference)
+    return per_core, {n: min(n * per_core, gpu_learner) for n in runner_cores}
+
+
+def run_bench(config_path: str, overrides: list[str], seconds: float = 20.0,
+              gpu_learner_rate: float | None = None) -> dict:
     """Measure (a)-(d) for a config, ``seconds`` each, and print them as they come.
 
-    Returns the four rates (steps/s), the compute-bound ``limit`` and the ``cores`` it assumes.
+    Returns the four rates (steps/s), the compute-bound ``limit`` and the ``cores`` it
+    assumes, the runner core's steps/s (``runner_per_core``) and the end-to-end steps/s it
+    implies with a GPU learner of ``gpu_learner_rate`` steps/s (``gpu_end_to_end``, keyed by
+    runner cores; None: ``GPU_LEARNER_RATE``).
     """
+    gpu_learner_rate = GPU_LEARNER_RATE if gpu_learner_rate is None else gpu_learner_rate
+    if gpu_learner_rate <= 0:
+        from learners.config import ConfigError
+
+        raise ConfigError(f"--gpu-learner-rate must be positive, got {gpu_learner_rate:g}")
     from envs.runner import EnvRunner
     from learners.config import load_config
 
@@ -129,11 +157,21 @@ def run_bench(config_path: str, overrides: list[str], seconds: float = 20.0) -> 
           f"{' +' if len(runner.suite.tasks) > 1 else ''}, "
           f"{cfg.agent.torso}/{cfg.agent.core}/{cfg.agent.head}, learner {cfg.learner.name}, "
           f"{cfg.runtime.num_runners} runners x {cfg.runtime.envs_per_runner} envs, "
-          f"T={cfg.learner.unroll_length}", flush=True)
+          f"T={cfg.learner.unroll_length}"
+          f"{f', backend {cfg.env.backend}' if cfg.env.suite == 'atari' else ''}", flush=True)
     a = env_rate(runner, seconds)
     print(f"[bench] (a) environment     {a:9.0f} steps/s  ({1e3 / a:.3f} core-ms/step)", flush=True)
     b = inference_rate(runner, seconds)
     print(f"[bench] (b) inference       {b:9.0f} steps/s  ({1e3 / b:.3f} core-ms/step)", flush=True)
+    per_core, gpu = gpu_estimate(a, b, gpu_learner_rate)
+    fps = runner.suite.frames_per_step
+    print(f"[bench] runner core (a + b) {per_core:9.0f} steps/s  "
+          f"({1e3 / per_core:.3f} core-ms/step)", flush=True)
+    for n, rate in gpu.items():
+        bound = "runners" if n * per_core < gpu_learner_rate else "GPU learner"
+        print(f"[bench] {n:3d} runner cores + a GPU learner of {gpu_learner_rate:.0f} steps/s: "
+              f"{rate:9.0f} steps/s = {rate * fps:.0f} frames/s end to end ({bound} bound)",
+              flush=True)
     c = learner_rate(cfg, runner, seconds)
     print(f"[bench] (c) learner update  {c:9.0f} steps/s  ({1e3 / c:.3f} core-ms/step)", flush=True)
     runner.close()
@@ -144,4 +182,6 @@ def run_bench(config_path: str, overrides: list[str], seconds: float = 20.0) -> 
     print(f"[bench] (d) end to end      {d:9.0f} steps/s", flush=True)
     print(f"[bench] compute-bound limit on {cores} cores: {limit:.0f} steps/s; "
           f"end to end reaches {100 * d / limit:.0f}% of it", flush=True)
-    return {"env": a, "inference": b, "learner": c, "end_to_end": d, "limit": limit, "cores": cores}
+    return {"env": a, "inference": b, "learner": c, "end_to_end": d, "limit": limit, "cores": cores,
+            "runner_per_core": per_core, "gpu_learner_rate": gpu_learner_rate,
+            "gpu_end_to_end": gpu}

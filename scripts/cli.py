@@ -97,7 +97,8 @@ def _bench(args) -> int:
     if not args.config:
         raise ConfigError("mira bench needs a CONFIG file, "
                           "e.g. mira bench configs/impala_minigrid.yaml")
-    run_bench(args.config, args.overrides, seconds=args.seconds)
+    run_bench(args.config, args.overrides, seconds=args.seconds,
+              gpu_learner_rate=args.gpu_learner_rate)
     return 0
 
 
@@ -155,6 +156,9 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("overrides", nargs="*",
                    help="dotted.key=value overrides, e.g. env.game=Breakout")
     b.add_argument("--seconds", type=float, default=20.0, help="duration of each measurement")
+    b.add_argument("--gpu-learner-rate", type=float, default=None, metavar="STEPS_PER_S",
+                   help="learner steps/s on a GPU for the runner-core estimate (default: 33569, "
+                        "one H100 on configs/impala_atari_paper.yaml)")
     b.set_defaults(fn=_bench)
     from scripts.compare import add_parser as add_compare_parser
 
