@@ -23,7 +23,7 @@ from learners.impala import impala_loss, with_fixed_targets
 from tests.conftest import random_batch, small_overrides
 from tests.test_returns import naive_vtrace
 
-SETTINGS = dict(clip_rho_threshold=1.6, clip_pg_rho_threshold=0.7, clip_c_threshold=0.8)
+SETTINGS = dict(clip_rho_threshold=1.6, clip_pg_rho_threshold=0.7, clip_c_threshold=0.5)
 LAMBDA, GAMMA = 0.75, 0.85
 DEFAULTS = dict(clip_rho_threshold=1.0, clip_pg_rho_threshold=1.0, clip_c_threshold=1.0,
                 lambda_=1.0)
@@ -113,12 +113,12 @@ def random_case(seed=0):
 
 
 def assert_every_setting_binds(out, batch):
-    """Each setting at its default alone changes V-trace's numbers in this case."""
+    """Each setting at its default alone changes V-trace's numbers here, far beyond ``TOL``."""
     vs, adv = naive_targets(out, batch)[:2]
     for name, default in DEFAULTS.items():
         other_vs, other_adv = naive_targets(out, batch, **{name: default})[:2]
         gap = max(float((other_vs - vs).abs().max()), float((other_adv - adv).abs().max()))
-        assert gap > 1e-2, f"{name} does not bind in this case"
+        assert gap > 100 * TOL["atol"], f"{name} does not bind in this case: {gap}"
 
 
 @pytest.mark.parametrize("spelling", ["overrides", "legacy", "yaml", "saved"])
@@ -136,8 +136,8 @@ def test_config_thresholds_and_lambda_reach_impala_loss(spelling, tmp_path):
     torch.testing.assert_close(float(metrics["value_loss"]), value, **TOL)
     logp = torch.log_softmax(out.logits[:T].detach(), -1)
     neg_entropy = float((logp.exp() * logp).sum())
-    torch.testing.assert_close(
-        float(loss), policy + cfg.baseline_cost * value + cfg.entropy_cost * neg_entropy, **TOL)
+    total = policy + cfg.baseline_cost * value + cfg.entropy_cost * neg_entropy
+    torch.testing.assert_close(float(loss.detach()), total, **TOL)
     # clip_frac is the share of rho above the value targets' rho-bar, the configured one.
     share = float((log_rhos.exp() > SETTINGS["clip_rho_threshold"]).to(DT).mean())
     torch.testing.assert_close(float(metrics["clip_frac"]), share, **TOL)
@@ -151,6 +151,7 @@ def runner_batch(cfg):
     """
     from envs.runner import EnvRunner
 
+    torch.manual_seed(0)  # the runner's agent: the same weights whatever ran before
     runner = EnvRunner(cfg.env, cfg.agent, envs_per_runner=4, unroll_length=5, seed=1)
     runner.rollout()
     traj = runner.rollout()
