@@ -5,7 +5,9 @@ samples, so every episode ends at a known step:
 
 - ``goal``: forward, forward, turn right, forward, forward reaches the goal on step 5:
   ``terminated`` with MiniGrid's reward ``1 - 0.9 * 5 / 20 = 0.775`` (``max_steps`` 20);
-- ``timeout``: three left turns with ``max_steps`` 3: ``truncated`` on step 3, reward 0.
+- ``timeout``: three left turns with ``max_steps`` 3: ``truncated`` on step 3; it pays 0.25 a
+  step (not MiniGrid's own: so that mid-episode rewards are echoed in ``last_reward``, and
+  the truncating step's reward reaches the final observation's value).
 
 One runner plays both (task 0 and task 1) for two unrolls of 12 steps, so episodes end
 mid-unroll, on an unroll's last step, and one runs across the boundary between unrolls.
@@ -31,26 +33,36 @@ LEFT, RIGHT, FORWARD = 0, 1, 2
 GOAL_ID, TIMEOUT_ID = "MiniGrid-ScriptedGoal-5x5-v0", "MiniGrid-ScriptedTimeout-5x5-v0"
 GOAL_STEPS, TIMEOUT_STEPS, GOAL_MAX_STEPS = 5, 3, 20
 GOAL_REWARD = np.float32(1 - 0.9 * GOAL_STEPS / GOAL_MAX_STEPS)
+TIMEOUT_REWARD = 0.25  # per step
 T = 12
 AGENT = AgentConfig(core_options={"hidden_size": 16}, torso_options={"hidden_size": 16})
 
 
 class ScriptedEmpty(EmptyEnv):
-    """MiniGrid Empty 5x5 stepping through ``script`` whatever action it is given."""
+    """MiniGrid Empty 5x5 stepping through ``script`` whatever action it is given.
 
-    def __init__(self, script, max_steps, **kwargs):
+    Every step pays ``step_reward`` on top of MiniGrid's reward.
+    """
+
+    def __init__(self, script, max_steps, step_reward=0.0, **kwargs):
         super().__init__(size=5, max_steps=max_steps, **kwargs)
         self.script = script
+        self.step_reward = step_reward
 
     def step(self, action):
         """One step of the script (the agent's ``action`` is ignored)."""
-        return super().step(self.script[self.step_count % len(self.script)])
+        obs, reward, terminated, truncated, info = super().step(
+            self.script[self.step_count % len(self.script)])
+        return obs, reward + self.step_reward, terminated, truncated, info
 
 
-for _id, _script, _max in ((GOAL_ID, [FORWARD, FORWARD, RIGHT, FORWARD, FORWARD], GOAL_MAX_STEPS),
-                           (TIMEOUT_ID, [LEFT, LEFT, LEFT], TIMEOUT_STEPS)):
+for _id, _kwargs in (
+        (GOAL_ID, dict(script=[FORWARD, FORWARD, RIGHT, FORWARD, FORWARD],
+                       max_steps=GOAL_MAX_STEPS)),
+        (TIMEOUT_ID, dict(script=[LEFT, LEFT, LEFT], max_steps=TIMEOUT_STEPS,
+                          step_reward=TIMEOUT_REWARD))):
     if _id not in gym.registry:
-        gym.register(_id, entry_point=ScriptedEmpty, kwargs=dict(script=_script, max_steps=_max))
+        gym.register(_id, entry_point=ScriptedEmpty, kwargs=_kwargs)
 
 
 def expected_flags(ends: list[int], steps: int) -> np.ndarray:
@@ -88,7 +100,7 @@ def test_rewards_and_end_flags(played, unroll):
     np.testing.assert_array_equal(tr.reward[:T, 0], np.where(goal_end, GOAL_REWARD, 0.0))
     np.testing.assert_array_equal(tr.terminated[:T, 1], np.zeros(T, bool))
     np.testing.assert_array_equal(tr.truncated[:T, 1], timeout_end)
-    np.testing.assert_array_equal(tr.reward[:T, 1], np.zeros(T, np.float32))
+    np.testing.assert_array_equal(tr.reward[:T, 1], np.full(T, TIMEOUT_REWARD, np.float32))
 
 
 @pytest.mark.parametrize("unroll", [0, 1])
@@ -107,9 +119,12 @@ def test_resets_and_the_zeroed_last_action_and_reward(played, unroll):
             else:
                 assert tr.last_action[t, b] == tr.action[t - 1, b], (t, b)
                 assert tr.last_reward[t, b] == tr.reward[t - 1, b], (t, b)
-    # The goal's reward is not carried into the next episode's first row.
+    # The goal's reward is not carried into the next episode's first row; the timeout's
+    # rewards are echoed inside an episode and dropped at its end.
     if unroll == 0:
         assert tr.reward[4, 0] == GOAL_REWARD and tr.last_reward[5, 0] == 0.0
+    np.testing.assert_array_equal(tr.last_reward[1:, 1],
+                                  np.where(tr.reset[1:, 1], 0.0, TIMEOUT_REWARD))
 
 
 def test_a_new_episode_starts_from_the_reset_observation(played):
@@ -161,7 +176,7 @@ def test_truncation_records_the_value_of_the_final_observation(played):
 def test_the_episodes_reported(played):
     _, (first, second) = played
     goal = (0, pytest.approx(float(GOAL_REWARD)), GOAL_STEPS)
-    timeout = (1, 0.0, TIMEOUT_STEPS)
+    timeout = (1, pytest.approx(TIMEOUT_STEPS * TIMEOUT_REWARD), TIMEOUT_STEPS)
     assert sorted(first.episodes) == [goal, goal] + [timeout] * 4
     # The goal episode that began in the first unroll is reported once, whole, in the second.
     assert sorted(second.episodes) == [goal] * 2 + [timeout] * 4
