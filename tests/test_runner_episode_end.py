@@ -9,8 +9,9 @@ samples, so every episode ends at a known step:
   step (not MiniGrid's own: so that mid-episode rewards are echoed in ``last_reward``, and
   the truncating step's reward reaches the final observation's value).
 
-One runner plays both (task 0 and task 1) for two unrolls of 12 steps, so episodes end
-mid-unroll, on an unroll's last step, and one runs across the boundary between unrolls.
+One runner plays both (task 0 and task 1) for two unrolls of 11 steps, so episodes end
+mid-unroll, on an unroll's first and last steps, and both levels' episodes run across the
+boundary between unrolls, ending at other rows in the second unroll than in the first.
 Checked at every row: reward, terminated, truncated, reset, the zeroing of
 ``last_action``/``last_reward`` on a new episode's first row, the reset observation, the
 value of the final observation of a truncated episode (recomputed from the agent), the
@@ -34,7 +35,7 @@ GOAL_ID, TIMEOUT_ID = "MiniGrid-ScriptedGoal-5x5-v0", "MiniGrid-ScriptedTimeout-
 GOAL_STEPS, TIMEOUT_STEPS, GOAL_MAX_STEPS = 5, 3, 20
 GOAL_REWARD = np.float32(1 - 0.9 * GOAL_STEPS / GOAL_MAX_STEPS)
 TIMEOUT_REWARD = 0.25  # per step
-T = 12
+T = 11
 AGENT = AgentConfig(core_options={"hidden_size": 16}, torso_options={"hidden_size": 16})
 
 
@@ -83,10 +84,10 @@ def played():
 
 
 # Rows (of the buffer, step t stored at t - 1) where episodes end, per unroll:
-# goal: steps 5, 10 of unroll 1; the third episode starts at row 10, ends on unroll 2's row 2.
-GOAL_ENDS = ([4, 9], [2, 7])
-# timeout: every 3 steps, each unroll starting on a new episode (12 = 4 x 3).
-TIMEOUT_ENDS = ([2, 5, 8, 11], [2, 5, 8, 11])
+# goal: rows 4, 9 of unroll 1; the third episode takes rows 10 of unroll 1 and 0..3 of unroll 2.
+GOAL_ENDS = ([4, 9], [3, 8])
+# timeout: rows 2, 5, 8; the fourth episode takes rows 9, 10 and ends on unroll 2's row 0.
+TIMEOUT_ENDS = ([2, 5, 8], [0, 3, 6, 9])
 
 
 @pytest.mark.parametrize("unroll", [0, 1])
@@ -110,8 +111,8 @@ def test_resets_and_the_zeroed_last_action_and_reward(played, unroll):
     done = tr.terminated[:T] | tr.truncated[:T]
     np.testing.assert_array_equal(tr.reset[1:], done)
     # Row 0: the very first row starts both episodes; in unroll 2 it is unroll 1's row T,
-    # where the timeout's fourth episode ended and the goal's third is under way.
-    np.testing.assert_array_equal(tr.reset[0], [True, True] if unroll == 0 else [False, True])
+    # inside an episode of each level.
+    np.testing.assert_array_equal(tr.reset[0], [True, True] if unroll == 0 else [False, False])
     for t in range(1, T + 1):
         for b in range(2):
             if tr.reset[t, b]:
@@ -130,7 +131,7 @@ def test_resets_and_the_zeroed_last_action_and_reward(played, unroll):
 def test_a_new_episode_starts_from_the_reset_observation(played):
     runner, (first, second) = played
     start = {k: v[0] for k, v in first.obs.items()}
-    for tr, rows in ((first, (5, 10)), (second, (3,))):
+    for tr, rows in ((first, (5, 10)), (second, (4, 9))):
         for t in rows:
             for k in start:
                 np.testing.assert_array_equal(tr.obs[k][t, 0], start[k][0], err_msg=f"{k} {t}")
@@ -177,8 +178,8 @@ def test_the_episodes_reported(played):
     _, (first, second) = played
     goal = (0, pytest.approx(float(GOAL_REWARD)), GOAL_STEPS)
     timeout = (1, pytest.approx(TIMEOUT_STEPS * TIMEOUT_REWARD), TIMEOUT_STEPS)
-    assert sorted(first.episodes) == [goal, goal] + [timeout] * 4
-    # The goal episode that began in the first unroll is reported once, whole, in the second.
+    assert sorted(first.episodes) == [goal, goal] + [timeout] * 3
+    # The episodes that began in the first unroll are reported once, whole, in the second.
     assert sorted(second.episodes) == [goal] * 2 + [timeout] * 4
 
 
