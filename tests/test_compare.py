@@ -235,7 +235,7 @@ def test_max_concurrent_is_capped_at_what_the_cluster_holds(tmp_path):
     """
     from scripts.trial_runner import trials_at_once
 
-    spec = load_spec(str(write_compare(tmp_path)))[0]
+    spec = load_spec(str(write_compare(tmp_path)))[0].resources
     actors = load_config(str(ROOT / "configs" / "ppo_atari.yaml"), ["learner.device=cpu"])
     per_trial = 1 + actors.runtime.num_runners + actors.runtime.learner_cpus
     have = {"CPU": float(per_trial)}
