@@ -64,6 +64,8 @@ class Learner:
         if threads:
             torch.set_num_threads(threads)
         torch.manual_seed(cfg.run.seed)
+        if getattr(cfg.run, "deterministic", False):  # replayable runs (learners/trainer.py)
+            torch.use_deterministic_algorithms(True)
         self.cfg = cfg
         self.lcfg = cfg.learner
         self.spec = spec
