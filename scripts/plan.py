@@ -219,3 +219,58 @@ def primary_intervals(plan: PlanSpec, scores: dict, seeds: list[int]) -> list[di
 def decided(intervals: list[dict]) -> bool:
     """The ``decided`` stopping rule: every primary interval excludes "no difference"."""
     return bool(intervals) and all(r["excludes_null"] for r in intervals)
+
+
+def _num(x) -> str:
+    return "n/a" if x is None else f"{x:.3g}"
+
+
+def markdown(res: dict) -> list[str]:
+    """The report's plan and primary-comparison sections, as lines of Markdown."""
+    state, primary = res.get("plan"), res.get("primary") or []
+    if not state:
+        return ["No plan on record: every comparison below is exploratory.", ""]
+    p = state["plan"]
+    frames = sorted(set(p["frames"].values()))
+    lines = ["## Plan", "",
+             f"Declared {state['first_seen']} (first run of this compare): "
+             f"{len(p['pairs'])} primary pair(s), {len(p['seeds'])} seeds {p['seeds']}, "
+             f"{', '.join(f'{f:,}' for f in frames)} frames per trial, score "
+             f"{p['score']} ({p['aggregate']} over a trial's tasks), statistic {p['statistic']}"
+             + (f" of scores clipped to {p['bounds']}" if p["statistic"] == "difference" else "")
+             + f", stop: {p['stop']}, alpha {p['alpha']} over the pairs; "
+             f"{p['evaluation_episodes']} evaluation episodes per task.", ""]
+    looks = [c for c in state["changes"] if c["after_report"]]
+    before = [c for c in state["changes"] if not c["after_report"]]
+    lines += [f"Reports written: {len(state['reports'])} (this one included)."]
+    if looks:
+        lines += ["", "**Unplanned looks** (changes made after a report had been written; the "
+                  "intervals stay valid for adding seeds, not for changing what is scored):"]
+        lines += [f"- {c['date']}: " + "; ".join(c["what"]) for c in looks]
+    else:
+        lines += ["No change to the plan after a report was written."]
+    lines += [f"- changed before any report, {c['date']}: " + "; ".join(c["what"])
+              for c in before]
+    lines.append("")
+    if not primary:
+        return lines
+    k = len(primary)
+    what = ("mean paired difference (a - b)" if primary[0]["statistic"] == "difference"
+            else "P(a beats b at a seed), ties one half")
+    lines += ["## Primary comparisons (anytime-valid)", "",
+              f"Each declared pair's {what} over the seeds both variants have, paired by seed "
+              "(variants at one seed share environment seeds and, where their torsos match, the "
+              "torso's initial weights). Intervals are confidence sequences (hedged betting, "
+              "Waudby-Smith & Ramdas 2023): valid however often the report is read and whenever "
+              f"the compare stops. Level 1 - {p['alpha']}/{k} each (Bonferroni over {k} declared "
+              f"pair(s)), so all {k} hold together with probability {1 - p['alpha']:.2f}. "
+              f"No difference is {primary[0]['null']:g}.", "",
+              "| a | b | seeds | estimate | interval | excludes no difference |",
+              "| --- | --- | ---: | ---: | --- | --- |"]
+    for r in primary:
+        lines.append(f"| {r['pair'][0]} | {r['pair'][1]} | {len(r['seeds'])} | "
+                     f"{_num(r['estimate'])} | [{_num(r['low'])}, {_num(r['high'])}] | "
+                     f"{'yes' if r['excludes_null'] else 'no'} |")
+    lines += ["", "Decided: every primary interval excludes no difference." if decided(primary)
+              else "Not decided: some primary interval still includes no difference.", ""]
+    return lines
