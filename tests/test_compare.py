@@ -187,11 +187,11 @@ def test_compare_runs_reports_and_resumes(tmp_path, ray_local, capsys):
     assert set(run_compare(str(path), dry_run=True)["trials"].values()) == {"resume"}
     err = capsys.readouterr().err
     assert "note: 4 trial(s) resume off their schedule" in err and "jumps from 0 to" in err
-    # After reports were written, the raised frames are an unplanned look, dated (the --report
-    # run reads the data without training more).
+    # After reports were written, the raised frames are an unplanned look, dated in plan.json
+    # (the --report run trains nothing; the next report lists it).
     run_compare(str(path), quiet=True, report_only=True)
-    report = (out / "report.md").read_text()
-    assert "**Unplanned looks**" in report and "frames raised 400 -> 800" in report
+    (change,) = json.loads((out / "plan.json").read_text())["changes"]
+    assert change["after_report"] and change["what"] == ["frames raised 400 -> 800"]
 
 
 @pytest.mark.ray
@@ -317,7 +317,8 @@ def test_match_params_sets_a_width_within_two_percent_and_refuses_a_missing_one(
     assert main([str(write_compare(tmp_path, matrix={}, variants=variants, plan={}))]) == 2
     err = capsys.readouterr().err
     assert ("variant head-multiplicative_context-learnt: match_params.width "
-            "'agent.core_options.hidden_width': agent.core_options has no setting 'hidden_width'") in err
+            "'agent.core_options.hidden_width': agent.core_options has no setting "
+            "'hidden_width'") in err
     assert len(err.strip().splitlines()) == 1 and not (tmp_path / "out").exists()
 
 
