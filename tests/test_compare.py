@@ -206,7 +206,8 @@ def test_ctrl_c_to_the_process_group_leaves_each_trial_its_checkpoint(tmp_path):
     overrides = dict(yaml.safe_load(write_compare(tmp_path).read_text())["overrides"],
                      **{"run.total_frames": 10_000_000, "run.checkpoint_every_s": 1e9,
                         "run.log_every_s": 0.5, "runtime.num_runners": 2})
-    path = write_compare(tmp_path, overrides=overrides, matrix={}, seeds=[0], evaluate={})
+    path = write_compare(tmp_path, overrides=overrides, matrix={}, seeds=[0], evaluate={},
+                         plan={})
     proc = subprocess.Popen([sys.executable, "-m", "scripts.cli", "compare", str(path)],
                             cwd=ROOT, env=dict(os.environ, PYTHONUNBUFFERED="1"),
                             stderr=subprocess.PIPE, text=True, start_new_session=True)
@@ -225,7 +226,7 @@ def test_ctrl_c_to_the_process_group_leaves_each_trial_its_checkpoint(tmp_path):
 
 @pytest.mark.ray
 def test_pbt_copies_a_better_checkpoint(tmp_path, ray_local):
-    path = write_compare(tmp_path, matrix={}, seeds=[0, 1], evaluate={"episodes": 1},
+    path = write_compare(tmp_path, matrix={}, seeds=[0, 1], evaluate={"episodes": 1}, plan={},
                          pbt={"enabled": True, "interval_frames": 200, "quantile": 0.5,
                               "init_range": 1.0})
     overrides = yaml.safe_load(path.read_text())
