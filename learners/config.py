@@ -50,6 +50,9 @@ class RunConfig:
     checkpoint_every_s: float = 300.0  # checkpoint this often (and at the end, and on Ctrl-C)
     keep_checkpoints: int = 3  # older checkpoints are deleted
     log_every_s: float = 5.0  # progress line and TensorBoard scalars this often
+    # replayable: unrolls reach the learner in a fixed order and kernels are deterministic, so
+    # one config and seed give the same run bit for bit on CPU (slower: learners/trainer.py)
+    deterministic: bool = False
 
 
 @dataclass

@@ -126,6 +126,8 @@ class Learner:
             torch.set_num_threads(threads)
         torch.manual_seed(cfg.run.seed)
         use_full_float32()
+        if cfg.run.deterministic:  # replayable runs (learners/trainer.py)
+            torch.use_deterministic_algorithms(True)
         self.cfg = cfg
         self.lcfg = cfg.learner
         self.spec = spec

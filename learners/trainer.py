@@ -394,6 +394,8 @@ class Trainer:
 
         for i in range(len(self.fleet.runners)):
             send(i)
+        if self.cfg.run.deterministic:
+            return self._fixed_order_loop(flag, queue, inflight, send)
         update_ref, idle_since = None, time.time()
         while self.frames < self.cfg.run.total_frames and not self.diverged:
             if self._periodic(flag):
@@ -420,4 +422,38 @@ class Trainer:
                 update_ref = call(self.learner, "update", *batch)
                 for index in released:
                     send(index)
+        return False
+
+    def _fixed_order_loop(self, flag, queue: UnrollQueue, inflight: dict, send) -> bool:
+        """``_loop`` with every event in a fixed order (``run.deterministic``); True if stopped.
+
+        Unrolls are taken round-robin over the runners (the next runner in index order that is
+        out, waited for even when another is ready first), and an update is waited for before
+        the next unroll is taken, so which weights each unroll is acted with, and which unrolls
+        form each batch, no longer depend on timing. Runners still act while the learner
+        updates; the learner no longer overlaps the driver's waits.
+        """
+        turn, n = 0, len(self.fleet.runners)
+        while self.frames < self.cfg.run.total_frames and not self.diverged:
+            if self._periodic(flag):
+                return True
+            out = {i: r for r, (i, _) in inflight.items()}
+            index = next(i % n for i in range(turn, turn + n) if i % n in out)
+            turn = index + 1
+            ref = out[index]
+            _, traj = inflight.pop(ref)
+            info = self._collect(index, ref)  # waits for this runner's unroll
+            if info is not None:
+                self.stats.add(info["episodes"])
+            if queue.add(index, traj if info is not None else None):
+                send(index)
+            if queue.ready():
+                batch, released = queue.take()
+                update_ref = call(self.learner, "update", *batch)
+                for i in released:
+                    send(i)
+                if self._update_done(update_ref, queue.per_update):
+                    self.weights = call(self.learner, "get_weights")
+                for i in queue.update_done():
+                    send(i)
         return False

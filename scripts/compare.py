@@ -11,13 +11,25 @@ A compare file (``configs/compare_*.yaml``)::
                                       # or list them (crossed with the matrix when both are given)
     seeds: [0, 1, 2]                  # run.seed; a trial = one variant x one seed (a matrix
                                       # key run.seed means the same)
-    evaluate: {episodes: 10}          # final evaluation of each trial's last checkpoint
+    plan: {pairs: [[head-multiplicative, head-linear]], bounds: [-10, 110], stop: all seeds}
+                                      # the primary comparisons, declared up front
+                                      # (scripts/plan.py); every other pair is exploratory
+    evaluate: {episodes: 30}          # final evaluation of each trial's last checkpoint
+    deterministic: false              # run.deterministic for every trial (replayable runs)
     resources: {cpus_per_trial: 1}
     pbt: {enabled: false}             # population-based training: scripts/pbt.py
 
 The matrix key ``base`` varies the training config itself (``base: [configs/impala_atari.yaml,
 configs/ppo_atari.yaml]`` compares learners, each with its own preset). Every trial's config is
 validated before anything runs; an error names the variant.
+
+A variant may hold ``match_params: {reference: VARIANT, width: KEY}``: the integer setting KEY
+(e.g. ``agent.core_options.hidden_size``) is chosen so that its parameter count is within 2% of
+the reference variant's (``scripts/param_match.py``); the report says what it set.
+Variants at one seed index share their environment seeds (runners seed their envs from
+``run.seed``) and, where their torsos are alike, the torso's initial weights (the agent builds
+its torso first, right after the learner seeds torch with ``run.seed``): the primary
+comparisons use paired per-seed differences.
 
 Engine: one Ray task per trial (``num_cpus=cpus_per_trial``) runs ``Trainer`` in-process, then
 ``evaluate_checkpoint``; the driver keeps ``--max-concurrent`` tasks in flight (default: as many
@@ -51,14 +63,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from learners.config import ConfigError, ExperimentConfig, from_dict, load_config, read_yaml
+from scripts import plan as plan_mod
 from scripts.pbt import PBTSpec
-from scripts.trial_runner import actor_cpus, run_jobs_on_ray
+from scripts.plan import PlanSpec
+from scripts.trial_runner import ResourcesSpec, actor_cpus, run_jobs_on_ray
 from scripts.trials import (
     eval_is_current,
     flatten,
     make_job,
     needs_work,
     override,
+    read_json,
     say,
     schedule_notes,
     trial_state,
@@ -71,22 +86,10 @@ AGGREGATES = ("median", "mean", "iqm", "capped_mean")
 class EvaluateSpec:
     """The ``evaluate:`` section of a compare file: the final evaluation of every trial."""
 
-    episodes: int = 10  # evaluation episodes per task of each trial's final checkpoint (0 = none)
+    # evaluation episodes per task of each trial's final checkpoint (0 = none); 30 gives per-task
+    # means precise enough to compare where evaluation stays a small part of a trial's time
+    episodes: int = 30
     num_runners: int = 0  # 0: evaluate in the trial's task; >0: one Ray evaluator actor per task
-
-
-@dataclass
-class ResourcesSpec:
-    """The ``resources:`` section of a compare file: what each trial's Ray task reserves, and where.
-
-    Runner and learner actors of a trial with ``runtime.num_runners`` > 0 reserve their own CPUs
-    and GPU on top of this (see ``scripts.trial_runner.trials_at_once``).
-    """
-
-    # CPUs a trial's task reserves (with runtime.num_runners 0: the whole run)
-    cpus_per_trial: float = 1.0
-    gpus_per_trial: float = 0.0  # GPUs a trial's task reserves (for an in-process learner)
-    placement: str = "driver"  # driver: trial tasks on this node; spread: anywhere (shared FS)
 
 
 @dataclass
@@ -105,6 +108,8 @@ class CompareSpec:
     evaluate: EvaluateSpec = field(default_factory=EvaluateSpec)
     resources: ResourcesSpec = field(default_factory=ResourcesSpec)
     pbt: PBTSpec = field(default_factory=PBTSpec)  # population-based training (scripts/pbt.py)
+    plan: PlanSpec = field(default_factory=PlanSpec)  # primary pairs, stop rule: scripts/plan.py
+    deterministic: bool = False  # run.deterministic for every trial: replayable, slower
 
 
 @dataclass
@@ -117,6 +122,7 @@ class Trial:
     base: str  # absolute path of the training config
     overrides: list[str]
     cfg: ExperimentConfig
+    matched: dict | None = None  # what match_params set: {width, value, params, reference, ...}
 
     @property
     def slug(self) -> str:
@@ -184,22 +190,35 @@ def load_spec(path: str | Path, out: str | None = None) -> tuple[CompareSpec, li
         if not isinstance(v, dict) or not v:
             raise ConfigError(
                 f"variants[{i}]: expected a mapping of dotted keys to values, got {v!r}")
-    explicit = [flatten(v) for v in spec.variants] or [{}]
+    matches = [v.get("match_params") for v in spec.variants] or [None]
+    for i, m in enumerate(matches):
+        if m is not None and (not isinstance(m, dict) or set(m) != {"reference", "width"}):
+            raise ConfigError(f"variants[{i}].match_params: expected {{reference: VARIANT, "
+                              f"width: KEY}}, got {m!r}")
+    explicit = [flatten({k: x for k, x in v.items() if k != "match_params"})
+                for v in spec.variants] or [{}]
     if not spec.base and "base" not in spec.matrix and not all("base" in v for v in explicit):
         raise ConfigError("the compare file needs `base: TRAINING_CONFIG` (or a matrix key `base`)")
     common = [override(k, v) for k, v in flatten(spec.overrides).items()]
+    if spec.deterministic:
+        common.append("run.deterministic=true")
     trials, slugs = [], set()
-    combos = [{**extra, **dict(zip(spec.matrix, combo))} for extra in explicit
+    combos = [({**extra, **dict(zip(spec.matrix, combo))}, match)
+              for extra, match in zip(explicit, matches)
               for combo in itertools.product(*spec.matrix.values())]
-    for settings in combos:
+    for settings, _ in combos:
         variant = _slug(settings)
         if variant in slugs:
             raise ConfigError(f"two variants share the directory name {variant!r}; "
                               "make the variants distinct")
         slugs.add(variant)
+    matched = _match_params(combos, common, path.parent, spec)
+    for settings, _ in combos:
+        variant = _slug(settings)
         base = _resolve(str(settings.get("base", spec.base)), path.parent)
-        mine = [override(k, v) for key, value in settings.items() if key != "base"
-                for k, v in flatten({key: value}).items()]
+        mine = _settings_overrides(settings) + (
+            [f"{matched[variant]['width']}={matched[variant]['value']}"]
+            if variant in matched else [])
         for seed in spec.seeds:
             where = out / "trials" / f"{variant}-seed{seed}"
             overrides = common + mine + [f"run.seed={seed}", f"run.dir={where}",
@@ -208,7 +227,8 @@ def load_spec(path: str | Path, out: str | None = None) -> tuple[CompareSpec, li
                 cfg = load_config(base, overrides)
             except ConfigError as e:
                 raise ConfigError(f"variant {variant} (seed {seed}): {e}") from None
-            trials.append(Trial(variant, settings, seed, str(base), overrides, cfg))
+            trials.append(Trial(variant, settings, seed, str(base), overrides, cfg,
+                                matched.get(variant)))
     # Seed-major order (every variant's seed 0, then every variant's seed 1, ...): trials run in
     # this order, so a long compare stopped part-way has every variant at the same seeds.
     trials.sort(key=lambda t: spec.seeds.index(t.seed))
@@ -216,10 +236,51 @@ def load_spec(path: str | Path, out: str | None = None) -> tuple[CompareSpec, li
         from scripts.pbt import check
 
         check(spec, trials)
+    plan_mod.check(spec.plan, list(dict.fromkeys(t.variant for t in trials)), spec.seeds,
+                   frames_of(trials), spec.evaluate.episodes)
     return spec, trials, out
 
 
+def frames_of(trials: list[Trial]) -> dict:
+    """Variant -> its trials' run.total_frames."""
+    return {t.variant: t.cfg.run.total_frames for t in trials}
+
+
+def _settings_overrides(settings: dict) -> list[str]:
+    return [override(k, v) for key, value in settings.items() if key != "base"
+            for k, v in flatten({key: value}).items()]
+
+
+def _match_params(combos: list, common: list[str], near: Path, spec: CompareSpec) -> dict:
+    """Variant -> what its ``match_params`` set (``param_match.match_variants``); {} if none asks.
+
+    Configs are those of seed ``seeds[0]`` (the seed changes no shape).
+    """
+    from scripts.param_match import match_variants
+
+    by_name = {_slug(s): s for s, _ in combos}
+
+    def config(name: str):
+        base = str(_resolve(str(by_name[name].get("base", spec.base)), near))
+        over = common + _settings_overrides(by_name[name]) + [f"run.seed={spec.seeds[0]}"]
+        return base, over, load_config(base, over)
+
+    return match_variants({_slug(s): m for s, m in combos if m}, list(by_name), config)
+
+
 # ---------------------------------------------------------------- the driver
+
+
+def primary_now(spec: CompareSpec, trials: list[Trial]) -> list[dict]:
+    """The primary pairs' intervals from the trials' files as they are now."""
+    scores: dict = {}
+    for t in trials:
+        evaluation = (read_json(t.dir / "eval.json")
+                      if eval_is_current(t.dir, spec.evaluate.episodes) else None)
+        value = plan_mod.trial_score(spec.plan, read_json(t.dir / "summary.json"), evaluation)
+        if value is not None:
+            scores.setdefault(t.variant, {})[t.seed] = value
+    return plan_mod.primary_intervals(spec.plan, scores, spec.seeds)
 
 
 def _partial_report(spec: CompareSpec, trials: list[Trial], out_dir: Path, status: dict,
@@ -266,12 +327,17 @@ def run_compare(path: str, dry_run: bool = False, max_concurrent: int | None = N
     if dry_run:
         return {"out": str(out_dir), "trials": status, "failed": {}, "results": None}
     out_dir.mkdir(parents=True, exist_ok=True)
+    # The plan as first seen, or this run's departures from it (dated; unplanned looks if a
+    # report was written before them).
+    plan_mod.register(out_dir, plan_mod.record(spec.plan, spec.seeds, frames_of(trials),
+                                               spec.evaluate.episodes))
     if report_only:
         return _partial_report(spec, trials, out_dir, status, quiet)
     # Ray is sized for the hungriest trial: a matrix over presets (`base`) mixes runner counts,
     # and a local instance sized for the first would leave a bigger trial's actors waiting forever.
     widest = max((t.cfg for t in trials), key=actor_cpus)
-    run_jobs = functools.partial(run_jobs_on_ray, spec=spec, cfg=widest,
+    run_jobs = functools.partial(run_jobs_on_ray, resources=spec.resources,
+                                 aggregate=spec.aggregate, cfg=widest,
                                  max_concurrent=max_concurrent, quiet=quiet)
     if spec.pbt.enabled:
         ran, failed = pbt_mod.run_population(spec, trials, out_dir, run_jobs, quiet)
@@ -283,11 +349,26 @@ def run_compare(path: str, dry_run: bool = False, max_concurrent: int | None = N
             status[j["slug"]] = "skipped"
             if not quiet:
                 say(f"skipped  {j['slug']} (finished and evaluated)")
-        results, failed = run_jobs([j for j in jobs if needs_work(j)])
+        # "decided": one seed at a time (every variant's trial at that seed), and no further
+        # seed once every primary interval excludes "no difference".
+        groups = ([[j for j, t in zip(jobs, trials) if t.seed == seed] for seed in spec.seeds]
+                  if spec.plan.stop == "decided" else [jobs])
+        results, failed = {}, {}
+        for i, group in enumerate(groups):
+            ran, lost = run_jobs([j for j in group if needs_work(j)])
+            results.update(ran)
+            failed.update(lost)
+            if spec.plan.stop == "decided" and plan_mod.decided(primary_now(spec, trials)):
+                for j in (j for g in groups[i + 1:] for j in g):
+                    status[j["slug"]] = "not needed"
+                if not quiet and i + 1 < len(groups):
+                    say(f"decided after {i + 1} seed(s): every primary interval excludes no "
+                        "difference; the other seeds do not run")
+                break
         status.update({s: {"new": "trained", "resume": "resumed", "done": "evaluated"}[r["state"]]
                        for s, r in results.items()})
     status.update({s: "failed" for s in failed})
-    ok = [t for t in trials if t.slug not in failed]
+    ok = [t for t in trials if t.slug not in failed and status[t.slug] != "not needed"]
     results = (write_report(out_dir, spec, ok, failed, trials[0].cfg.run.total_frames)
                if ok else None)
     if not quiet:

@@ -28,6 +28,7 @@ import numpy as np
 
 from envs import statistics as st
 from learners.logbook import duration
+from scripts import plan as plan_mod
 
 FUNCTIONS = {"median": st.median, "mean": st.mean, "iqm": st.iqm, "capped_mean": st.capped_mean}
 REPS = 2000
@@ -85,11 +86,13 @@ def _interval(ci) -> dict:
 def collect(out: Path, spec, trials, failed: dict, target_frames: int,
             unfinished: list[str] = ()) -> dict:
     """Everything the report shows, as plain JSON (``unfinished``: trials left out, by slug)."""
-    rows = []
+    rows, scores = [], {}
     for t in trials:
         summary = json.loads((t.dir / "summary.json").read_text())
         ev = (json.loads((t.dir / "eval.json").read_text()) if (t.dir / "eval.json").is_file()
               else None)
+        if (value := plan_mod.trial_score(spec.plan, summary, ev)) is not None:
+            scores.setdefault(t.variant, {})[t.seed] = value
         rows.append({
             "trial": t.slug, "variant": t.variant, "settings": t.settings, "seed": t.seed,
             "dir": str(t.dir), "frames": summary["frames"], "wall_time_s": summary["wall_time_s"],
@@ -118,7 +121,11 @@ def collect(out: Path, spec, trials, failed: dict, target_frames: int,
              "tasks": tasks, "scores_per_seed": matrix,
              "frames_mean": float(np.mean([r["frames"] for r in mine])),
              "wall_time_s_mean": float(np.mean([r["wall_time_s"] for r in mine])),
-             "params": mine[0]["params"], "aggregates": {}}
+             "params": mine[0]["params"], "aggregates": {},
+             "matched": next((t.matched for t in trials if t.variant == name), None),
+             "per_task": [_interval(st.stratified_bootstrap_ci(np.array(matrix)[:, [i]], st.mean,
+                                                               reps=REPS))
+                          for i in range(len(tasks))] if matrix else []}
         if matrix:
             for agg, fn in FUNCTIONS.items():
                 if agg != "capped_mean" or normalised:
@@ -136,6 +143,8 @@ def collect(out: Path, spec, trials, failed: dict, target_frames: int,
     headline = spec.aggregate if spec.aggregate != "capped_mean" or normalised else "mean"
     pbt = (json.loads((out / "pbt.json").read_text())
            if spec.pbt.enabled and (out / "pbt.json").is_file() else None)
+    plan_state = (json.loads((out / "plan.json").read_text()) if (out / "plan.json").is_file()
+                  else None)
     return {
         "name": spec.name, "created": time.strftime("%Y-%m-%d %H:%M:%S"),
         "target_frames": target_frames,
@@ -144,6 +153,7 @@ def collect(out: Path, spec, trials, failed: dict, target_frames: int,
         "ci": f"95% percentile stratified bootstrap over seeds (per task), {REPS} replicates",
         "trials": rows, "variants": variants, "failed": failed, "unfinished": list(unfinished),
         "probability_of_improvement": {"variants": names, "matrix": poi}, "pbt": pbt,
+        "plan": plan_state, "primary": plan_mod.primary_intervals(spec.plan, scores, spec.seeds),
         "compare": dataclasses.asdict(spec),
     }
 
@@ -173,6 +183,7 @@ def markdown(res: dict) -> str:
     if res["pbt"]:
         lines += ["PBT was on: seeds of one variant exchanged weights, so they are not independent "
                   "runs and the CIs understate the uncertainty.", ""]
+    lines += plan_mod.markdown(res)
     lines += ["## Variants", "",
               f"| variant | {agg} | 95% CI | seeds | frames (mean) | "
               "wall time (mean) | parameters |",
@@ -185,19 +196,26 @@ def markdown(res: dict) -> str:
         lines.append(f"| {v['label']} | {_fmt(a and a['value'])} | {ci} | {len(v['seeds'])} | "
                      f"{v['frames_mean']:,.0f} | {duration(v['wall_time_s_mean'])} | "
                      f"{v['params'] or 0:,} |")
+    lines += [f"- {v['label']}: match_params set {m['width']} = {m['value']} "
+              f"({m['params']:,} parameters; reference {m['reference']}: "
+              f"{m['reference_params']:,}, {m['params'] / m['reference_params'] - 1:+.1%})"
+              for v in variants.values() if (m := v.get("matched"))]
     tasks = next((v["tasks"] for v in variants.values() if v["tasks"]), [])
-    if 1 < len(tasks) <= 30:
-        lines += ["", "## Per task (mean over seeds)", "",
+    if 1 <= len(tasks) <= 30:
+        lines += ["", "## Per task (mean over seeds, 95% bootstrap CI over seeds)", "",
                   "| variant | " + " | ".join(tasks) + " |", "| --- |" + " ---: |" * len(tasks)]
         for v in variants.values():
-            if v["tasks"] == tasks and v["scores_per_seed"]:
-                means = np.mean(v["scores_per_seed"], axis=0)
-                lines.append(f"| {v['label']} | "
-                             + " | ".join(_fmt(float(m), 2) for m in means) + " |")
+            if v["tasks"] == tasks and v["per_task"]:
+                lines.append(f"| {v['label']} | " + " | ".join(
+                    f"{_fmt(c['value'], 2)} [{_fmt(c['ci95'][0], 2)}, {_fmt(c['ci95'][1], 2)}]"
+                    for c in v["per_task"]) + " |")
     poi = res["probability_of_improvement"]
     if len(poi["variants"]) > 1:
         labels = [variants[n]["label"] for n in poi["variants"]]
-        lines += ["", "## Probability of improvement", "",
+        lines += ["", "## Exploratory: probability of improvement", "",
+                  "Exploratory (every pair the plan does not declare; the declared pairs' cells "
+                  "too, read as description): these bootstrap intervals are not adjusted for "
+                  "repeated looks or for the number of pairs.", "",
                   "P(row > column): the probability that a run of the row variant scores above a "
                   "run of the column variant on a task drawn at random (ties count one half), "
                   "with its 95% CI.", "",
@@ -321,6 +339,8 @@ def write_report(out: Path, spec, trials, failed: dict, target_frames: int,
     ``trials`` are the compare trials that did not fail; ``failed`` maps the others' slugs to
     their errors; ``unfinished`` names the trials a partial report leaves out.
     """
+    if (out / "plan.json").is_file():
+        plan_mod.note_report(out)  # a report is a look at the data
     res = collect(out, spec, trials, failed, target_frames, unfinished)
     (out / "results.json").write_text(json.dumps(res, indent=2))
     (out / "report.md").write_text(markdown(res))

@@ -11,14 +11,27 @@ import math
 import os
 import re
 import time
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from learners.config import ExperimentConfig
+from learners.fleet import gpu_options
 from scripts.trials import request_stop, run_trial, say
 
-if TYPE_CHECKING:
-    from scripts.compare import CompareSpec
+
+@dataclass
+class ResourcesSpec:
+    """The ``resources:`` section of a compare file: what each trial's Ray task reserves, and where.
+
+    Runner and learner actors of a trial with ``runtime.num_runners`` > 0 reserve their own CPUs
+    and GPU on top of this (see ``trials_at_once``).
+    """
+
+    # CPUs a trial's task reserves (with runtime.num_runners 0: the whole run)
+    cpus_per_trial: float = 1.0
+    gpus_per_trial: float = 0.0  # GPUs a trial's task reserves (for an in-process learner)
+    placement: str = "driver"  # driver: trial tasks on this node; spread: anywhere (shared FS)
+
 
 STOP_GRACE_S = 120.0  # how long an interrupted compare waits for its trials' checkpoints
 
@@ -28,15 +41,15 @@ def actor_cpus(cfg: ExperimentConfig) -> float:
     return cfg.runtime.num_runners + cfg.runtime.learner_cpus if cfg.runtime.num_runners else 0
 
 
-def _connect(spec: CompareSpec, cfg: ExperimentConfig):
+def _connect(resources: ResourcesSpec, cfg: ExperimentConfig):
     """Ray at ``runtime.address``, else a local instance that holds at least one whole trial."""
     from learners.fleet import start_ray
 
-    cpus = max(os.cpu_count() or 1, math.ceil(spec.resources.cpus_per_trial + actor_cpus(cfg)))
+    cpus = max(os.cpu_count() or 1, math.ceil(resources.cpus_per_trial + actor_cpus(cfg)))
     return start_ray(cfg.runtime.address, cpus, log_to_driver=False)
 
 
-def trials_at_once(have: dict, spec: CompareSpec, cfg: ExperimentConfig,
+def trials_at_once(have: dict, resources: ResourcesSpec, cfg: ExperimentConfig,
                    asked: int | None) -> tuple[int, str | None]:
     """How many trials run at once on a cluster with resources ``have``, and a note if fewer.
 
@@ -45,8 +58,8 @@ def trials_at_once(have: dict, spec: CompareSpec, cfg: ExperimentConfig,
     queues an actor that does not fit until one frees, so trials started beyond what fits
     wait on each other's actors for ever: ``asked`` (``--max-concurrent``) is capped there.
     """
-    cpus = spec.resources.cpus_per_trial + actor_cpus(cfg)
-    gpus = spec.resources.gpus_per_trial
+    cpus = resources.cpus_per_trial + actor_cpus(cfg)
+    gpus = resources.gpus_per_trial
     if cfg.runtime.num_runners > 0:
         from learners.fleet import learner_wants_gpu
 
@@ -73,28 +86,30 @@ def _progress(run_dir: Path) -> str:
     return f"{m.group(1)} frames, return(last100) {m.group(2)}" if m else "starting"
 
 
-def run_jobs_on_ray(jobs: list[dict], spec: CompareSpec, cfg: ExperimentConfig,
-                    max_concurrent: int | None, quiet: bool) -> tuple[dict, dict]:
+def run_jobs_on_ray(jobs: list[dict], resources: ResourcesSpec, aggregate: str,
+                    cfg: ExperimentConfig, max_concurrent: int | None,
+                    quiet: bool) -> tuple[dict, dict]:
     """Run ``jobs`` as Ray tasks: ({slug: result}, {slug: error}).
 
     Ray starts only if there is work; at most ``max_concurrent`` tasks run at once (default: what
-    the cluster holds).
+    the cluster holds); ``aggregate`` names the evaluation aggregate a finished trial's line shows.
     """
     if not jobs:
         return {}, {}
-    ray = _connect(spec, cfg)
+    ray = _connect(resources, cfg)
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-    limit, note = trials_at_once(ray.cluster_resources(), spec, cfg, max_concurrent)
+    limit, note = trials_at_once(ray.cluster_resources(), resources, cfg, max_concurrent)
     tell = (lambda *a: None) if quiet else say
     if note:
         tell(note)
     tell(f"running {len(jobs)} trial(s), up to {limit} at once, on "
          f"{ray.cluster_resources().get('CPU', 0):.0f} Ray CPU slots"
          + ("" if cfg.runtime.address else f" ({os.cpu_count()} cores on this machine)"))
-    opts = dict(num_cpus=spec.resources.cpus_per_trial, num_gpus=spec.resources.gpus_per_trial,
-                max_retries=1)
-    if spec.resources.placement == "driver":
+    # A trial reserving no GPU sees none (its in-process learner then stays on CPU).
+    opts = dict(num_cpus=resources.cpus_per_trial, max_retries=1,
+                **gpu_options(resources.gpus_per_trial))
+    if resources.placement == "driver":
         opts["scheduling_strategy"] = NodeAffinitySchedulingStrategy(
             ray.get_runtime_context().get_node_id(), soft=False)
     task = ray.remote(run_trial).options(**opts)
@@ -118,8 +133,8 @@ def run_jobs_on_ray(jobs: list[dict], spec: CompareSpec, cfg: ExperimentConfig,
                     continue
                 s, ev = res["summary"], res["eval"]
                 ret = s.get("episode_return_mean")
-                agg = (ev or {}).get("aggregates", {}).get(spec.aggregate)
-                score = f", eval {spec.aggregate} {agg['value']:.3f}" if agg else ""
+                agg = (ev or {}).get("aggregates", {}).get(aggregate)
+                score = f", eval {aggregate} {agg['value']:.3f}" if agg else ""
                 tell(f"finished {job['slug']}: {s['frames']:,} frames, {time.time() - start:.0f}s, "
                      f"return(last100) {'n/a' if ret is None else f'{ret:.3f}'}{score} "
                      f"[{len(results) + len(failed)}/{len(jobs)}]")

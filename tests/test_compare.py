@@ -36,6 +36,8 @@ def write_compare(tmp_path, **changes) -> Path:
         "overrides": common, "matrix": {"agent.core_options.hidden_size": [16, 32]},
         "seeds": [0, 1],
         "evaluate": {"episodes": 2},
+        "plan": {"pairs": [["hidden-size-32", "hidden-size-16"]], "score": "train",
+                 "bounds": [0.0, 1.0]},
     }
     data.update(changes)
     path = tmp_path / "compare.yaml"
@@ -138,8 +140,14 @@ def test_compare_runs_reports_and_resumes(tmp_path, ray_local, capsys):
     for name in PNGS:
         assert _png_ok(out / name), name
     report = (out / "report.md").read_text()
-    assert ("raw episode return" in report and "Probability of improvement" in report
+    assert ("raw episode return" in report and "Exploratory: probability of improvement" in report
             and "hidden_size=32" in report)
+    # The plan: stored as first seen, the primary pair's anytime-valid interval, paired seeds.
+    assert "## Plan" in report and "Primary comparisons (anytime-valid)" in report
+    assert "No change to the plan after a report was written" in report
+    (primary,) = json.loads((out / "results.json").read_text())["primary"]
+    assert primary["pair"] == ["hidden-size-32", "hidden-size-16"] and primary["seeds"] == [0, 1]
+    assert primary["low"] <= primary["estimate"] <= primary["high"]
     res = json.loads((out / "results.json").read_text())
     assert len(res["trials"]) == 4 and all(r["frames"] >= 400 and r["eval"] for r in res["trials"])
     variants = list(res["variants"].values())
@@ -179,6 +187,11 @@ def test_compare_runs_reports_and_resumes(tmp_path, ray_local, capsys):
     assert set(run_compare(str(path), dry_run=True)["trials"].values()) == {"resume"}
     err = capsys.readouterr().err
     assert "note: 4 trial(s) resume off their schedule" in err and "jumps from 0 to" in err
+    # After reports were written, the raised frames are an unplanned look, dated in plan.json
+    # (the --report run trains nothing; the next report lists it).
+    run_compare(str(path), quiet=True, report_only=True)
+    (change,) = json.loads((out / "plan.json").read_text())["changes"]
+    assert change["after_report"] and change["what"] == ["frames raised 400 -> 800"]
 
 
 @pytest.mark.ray
@@ -193,7 +206,8 @@ def test_ctrl_c_to_the_process_group_leaves_each_trial_its_checkpoint(tmp_path):
     overrides = dict(yaml.safe_load(write_compare(tmp_path).read_text())["overrides"],
                      **{"run.total_frames": 10_000_000, "run.checkpoint_every_s": 1e9,
                         "run.log_every_s": 0.5, "runtime.num_runners": 2})
-    path = write_compare(tmp_path, overrides=overrides, matrix={}, seeds=[0], evaluate={})
+    path = write_compare(tmp_path, overrides=overrides, matrix={}, seeds=[0], evaluate={},
+                         plan={})
     proc = subprocess.Popen([sys.executable, "-m", "scripts.cli", "compare", str(path)],
                             cwd=ROOT, env=dict(os.environ, PYTHONUNBUFFERED="1"),
                             stderr=subprocess.PIPE, text=True, start_new_session=True)
@@ -212,7 +226,7 @@ def test_ctrl_c_to_the_process_group_leaves_each_trial_its_checkpoint(tmp_path):
 
 @pytest.mark.ray
 def test_pbt_copies_a_better_checkpoint(tmp_path, ray_local):
-    path = write_compare(tmp_path, matrix={}, seeds=[0, 1], evaluate={"episodes": 1},
+    path = write_compare(tmp_path, matrix={}, seeds=[0, 1], evaluate={"episodes": 1}, plan={},
                          pbt={"enabled": True, "interval_frames": 200, "quantile": 0.5,
                               "init_range": 1.0})
     overrides = yaml.safe_load(path.read_text())
@@ -235,7 +249,7 @@ def test_max_concurrent_is_capped_at_what_the_cluster_holds(tmp_path):
     """
     from scripts.trial_runner import trials_at_once
 
-    spec = load_spec(str(write_compare(tmp_path)))[0]
+    spec = load_spec(str(write_compare(tmp_path)))[0].resources
     actors = load_config(str(ROOT / "configs" / "ppo_atari.yaml"), ["learner.device=cpu"])
     per_trial = 1 + actors.runtime.num_runners + actors.runtime.learner_cpus
     have = {"CPU": float(per_trial)}
@@ -251,7 +265,7 @@ def test_max_concurrent_is_capped_at_what_the_cluster_holds(tmp_path):
 def test_explicit_variants_cross_the_matrix_and_carry_their_options(tmp_path):
     variants = [{"agent.head": "linear"},
                 {"agent.head": "multiplicative", "agent.head_options": {"context": "learnt"}}]
-    spec, trials, _ = load_spec(write_compare(tmp_path, variants=variants, seeds=[0]))
+    spec, trials, _ = load_spec(write_compare(tmp_path, variants=variants, seeds=[0], plan={}))
     assert [t.variant for t in trials] == ["head-linear_hidden-size-16",
                                            "head-linear_hidden-size-32",
                                            "head-multiplicative_context-learnt_hidden-size-16",
@@ -260,4 +274,84 @@ def test_explicit_variants_cross_the_matrix_and_carry_their_options(tmp_path):
                                                                           "learnt", "learnt"]
     assert trials[3].cfg.agent.core_options.hidden_size == 32
     with pytest.raises(ConfigError, match=r"variants\[1\]: expected a mapping"):
-        load_spec(write_compare(tmp_path, variants=[{"agent.head": "linear"}, "multi_head"]))
+        load_spec(write_compare(tmp_path, variants=[{"agent.head": "linear"}, "multi_head"],
+                                plan={}))
+
+
+@pytest.mark.parametrize("plan, message", [
+    ({"pairs": [["hidden-size-32", "hidden-size-64"]]},
+     "plan.pairs[0]: unknown variant 'hidden-size-64'; variants: hidden-size-16, hidden-size-32"),
+    ({"pairs": [], "stop": "decided"}, "plan.stop 'decided' cannot be evaluated"),
+    ({"stop": "when it looks good"}, "plan.stop must be one of 'all seeds', 'decided'"),
+    ({"pairs": [["hidden-size-32", "hidden-size-16"]], "bounds": []}, "plan.bounds must be"),
+    ({"pairs": [["hidden-size-32", "hidden-size-16"]], "bounds": [0, 1], "seeds": 5},
+     "plan.seeds is 5 but the compare lists 2 seeds"),
+])
+def test_a_plan_that_cannot_be_carried_out_is_one_line_before_anything_runs(tmp_path, capsys,
+                                                                           plan, message):
+    assert main([str(write_compare(tmp_path, plan=plan))]) == 2
+    err = capsys.readouterr().err
+    assert message in err and len(err.strip().splitlines()) == 1, err
+    assert not (tmp_path / "out").exists()
+
+
+def test_match_params_sets_a_width_within_two_percent_and_refuses_a_missing_one(tmp_path, capsys):
+    from scripts.param_match import param_count
+
+    variants = [{"agent.head": "linear"},
+                {"agent.head": "multiplicative", "agent.head_options": {"context": "learnt"},
+                 "match_params": {
+                    "reference": "head-linear", "width": "agent.core_options.hidden_size"}}]
+    spec, trials, _ = load_spec(write_compare(tmp_path, matrix={}, variants=variants, seeds=[0],
+                                              plan={}))
+    linear, multi = trials
+    assert multi.variant == "head-multiplicative_context-learnt"
+    assert multi.matched["reference"] == "head-linear"
+    width = multi.matched["value"]
+    assert multi.cfg.agent.core_options.hidden_size == width < 32  # more heads, a narrower core
+    ref, got = param_count(linear.cfg), param_count(multi.cfg)
+    assert multi.matched["params"] == got and abs(got - ref) <= 0.02 * ref
+    unmatched = load_config(multi.base, linear.overrides + ["agent.head=multiplicative",
+                                                            "agent.head_options={context: learnt}"])
+    assert abs(param_count(unmatched) - ref) > 0.02 * ref  # the check can fail
+    variants[1]["match_params"]["width"] = "agent.core_options.hidden_width"
+    assert main([str(write_compare(tmp_path, matrix={}, variants=variants, plan={}))]) == 2
+    err = capsys.readouterr().err
+    assert ("variant head-multiplicative_context-learnt: match_params.width "
+            "'agent.core_options.hidden_width': agent.core_options has no setting "
+            "'hidden_width'") in err
+    assert len(err.strip().splitlines()) == 1 and not (tmp_path / "out").exists()
+
+
+def test_the_plan_is_kept_as_first_seen_and_later_changes_are_dated(tmp_path):
+    from scripts import plan as plan_mod
+
+    plan = plan_mod.PlanSpec(pairs=[["a", "b"]], bounds=[0, 1])
+    first = plan_mod.record(plan, [0, 1, 2], {"a": 100, "b": 100}, 30)
+    plan_mod.register(tmp_path, first)
+    more = plan_mod.record(plan, [0, 1, 2, 3, 4], {"a": 100, "b": 100}, 30)
+    state = plan_mod.register(tmp_path, more)  # before any report: a change, not a look
+    assert state["changes"][0]["after_report"] is False
+    plan_mod.note_report(tmp_path)
+    assert plan_mod.register(tmp_path, more)["changes"] == state["changes"]  # nothing new
+    longer = plan_mod.record(plan, [0, 1, 2, 3, 4], {"a": 200, "b": 200, "c": 200}, 30)
+    state = plan_mod.register(tmp_path, longer)
+    change = state["changes"][-1]
+    assert change["after_report"] and change["what"] == ["variants added: ['c']",
+                                                          "frames raised 100 -> 200"]
+    assert state["plan"] == first
+    lines = "\n".join(plan_mod.markdown({"plan": state, "primary": []}))
+    assert "**Unplanned looks**" in lines and "variants added" in lines
+    assert "changed before any report" in lines and "seeds added: [3, 4] (3 -> 5)" in lines
+
+
+def test_primary_intervals_pair_by_seed_and_split_alpha():
+    from scripts import plan as plan_mod
+
+    plan = plan_mod.PlanSpec(pairs=[["a", "b"], ["a", "c"]], bounds=[0, 10], alpha=0.1)
+    scores = {"a": {s: 9.0 for s in range(12)}, "b": {s: 1.0 for s in range(12)},
+              "c": {0: 9.0, 1: 9.0}}
+    ab, ac = plan_mod.primary_intervals(plan, scores, list(range(12)))
+    assert ab["alpha"] == ac["alpha"] == 0.05 and ac["seeds"] == [0, 1]
+    assert ab["estimate"] == pytest.approx(8.0) and ab["excludes_null"] and not ac["excludes_null"]
+    assert not plan_mod.decided([ab, ac]) and plan_mod.decided([ab])

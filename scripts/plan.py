@@ -1,0 +1,276 @@
+"""A compare's declared plan: its primary pairs, score and stopping rule, kept as first seen.
+
+The ``plan:`` section of a compare file says, before any trial runs, which pairs of variants
+the compare is for and how they are judged::
+
+    plan:
+      pairs: [[head-multiplicative_context-task-id, head-linear]]   # variant names (--dry-run)
+      score: eval        # eval: the final evaluation's score (normalised when the suite has
+                         # reference scores, else the raw return); train: last-100 return
+      aggregate: mean    # one number per trial over its tasks: mean, median or iqm
+      statistic: difference   # difference: mean paired difference; win: P(a beats b at a seed)
+      bounds: [-10, 110] # a trial's score is clipped to this range (difference only)
+      stop: all seeds    # or "decided": stop adding seeds once every pair's interval excludes 0
+      alpha: 0.05        # over all pairs together (each pair gets alpha / number of pairs)
+
+The compare's ``seeds`` and its trials' ``run.total_frames`` belong to the plan too (``plan.seeds``
+and ``plan.frames``, if given, must agree with them). ``register`` stores the plan in
+``<out>/plan.json`` the first time a compare runs, and records every later change (seeds added,
+frames raised, variants or pairs changed) with its date; a change made after a report had been
+written is an unplanned look, and the report lists it.
+
+Primary pairs get anytime-valid confidence sequences (``envs/sequential.py``) over the paired
+per-seed scores, in the order of the ``seeds`` list; every other pair is exploratory.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from envs import sequential as sq
+from learners.config import ConfigError
+
+STOPS = ("all seeds", "decided")
+SCORES = ("eval", "train")
+TRIAL_AGGREGATES = ("mean", "median", "iqm")
+STATISTICS = ("difference", "win")
+
+
+@dataclass
+class PlanSpec:
+    """The ``plan:`` section of a compare file (see the module docstring)."""
+
+    pairs: list = field(default_factory=list)  # [[variant, variant], ...]: the primary pairs
+    score: str = "eval"  # eval (final evaluation) or train (last-100 training return)
+    aggregate: str = "mean"  # a trial's score over its tasks: mean, median or iqm
+    statistic: str = "difference"  # difference (needs bounds) or win
+    bounds: list = field(default_factory=list)  # [low, high] that a trial's score is clipped to
+    stop: str = "all seeds"  # all seeds, or decided (every primary interval excludes 0)
+    alpha: float = 0.05  # family-wise error over the primary pairs
+    seeds: int = 0  # if given: the number of seeds the compare lists
+    frames: float = 0  # if given: every trial's run.total_frames
+
+
+def check(plan: PlanSpec, variants: list[str], seeds: list[int], frames: dict,
+          episodes: int) -> None:
+    """Refuse, in one line, a plan that cannot be carried out (nothing has run yet).
+
+    ``variants``: the variant names; ``frames``: variant -> run.total_frames; ``episodes``: the
+    final evaluation's episodes per task.
+    """
+    for i, pair in enumerate(plan.pairs):
+        if not (isinstance(pair, list) and len(pair) == 2 and pair[0] != pair[1]):
+            raise ConfigError(f"plan.pairs[{i}]: expected two different variant names, "
+                              f"got {pair!r}")
+        for name in pair:
+            if name not in variants:
+                raise ConfigError(f"plan.pairs[{i}]: unknown variant {name!r}; variants: "
+                                  f"{', '.join(variants)}")
+    for key, value, valid in (("stop", plan.stop, STOPS), ("score", plan.score, SCORES),
+                              ("aggregate", plan.aggregate, TRIAL_AGGREGATES),
+                              ("statistic", plan.statistic, STATISTICS)):
+        if value not in valid:
+            raise ConfigError(f"plan.{key} must be one of {', '.join(map(repr, valid))}, "
+                              f"got {value!r}")
+    if not 0.0 < plan.alpha < 1.0:
+        raise ConfigError(f"plan.alpha must be in (0, 1), got {plan.alpha}")
+    if plan.stop == "decided" and not plan.pairs:
+        raise ConfigError("plan.stop 'decided' cannot be evaluated: the plan declares no pairs")
+    if plan.pairs and plan.score == "eval" and episodes <= 0:
+        raise ConfigError("plan.score 'eval' needs the final evaluation: set evaluate.episodes "
+                          "above 0, or use plan.score 'train'")
+    if plan.pairs and plan.statistic == "difference" and not (
+            len(plan.bounds) == 2 and all(isinstance(b, (int, float)) for b in plan.bounds)
+            and plan.bounds[0] < plan.bounds[1]):
+        raise ConfigError(f"plan.bounds must be [low, high] with low < high for statistic "
+                          f"'difference' (a trial's score is clipped to it), got {plan.bounds}")
+    if plan.seeds and plan.seeds != len(seeds):
+        raise ConfigError(f"plan.seeds is {plan.seeds} but the compare lists {len(seeds)} seeds")
+    if plan.frames and any(f != int(plan.frames) for f in frames.values()):
+        raise ConfigError(f"plan.frames is {int(plan.frames):,} but trials run "
+                          f"{sorted(set(frames.values()))} frames")
+
+
+def record(plan: PlanSpec, seeds: list[int], frames: dict, episodes: int) -> dict:
+    """What a compare commits to: the plan, its seeds, frames per variant, evaluation episodes."""
+    data = asdict(plan)
+    data.update(seeds=list(seeds), frames=dict(frames), variants=sorted(frames),
+                evaluation_episodes=episodes)
+    return data
+
+
+def _diff(old: dict, new: dict) -> list[str]:
+    """The changes from ``old`` to ``new`` (``record``s), in words."""
+    out = []
+    added = [s for s in new["seeds"] if s not in old["seeds"]]
+    removed = [s for s in old["seeds"] if s not in new["seeds"]]
+    if added:
+        out.append(f"seeds added: {added} ({len(old['seeds'])} -> {len(new['seeds'])})")
+    if removed:
+        out.append(f"seeds removed: {removed}")
+    plus = sorted(set(new["variants"]) - set(old["variants"]))
+    minus = sorted(set(old["variants"]) - set(new["variants"]))
+    if plus:
+        out.append(f"variants added: {plus}")
+    if minus:
+        out.append(f"variants removed: {minus}")
+    moved = {v: (old["frames"][v], f) for v, f in new["frames"].items()
+             if v in old["frames"] and old["frames"][v] != f}
+    if moved:
+        pairs = sorted({(a, b) for a, b in moved.values()})
+        out.append("frames " + "; ".join(f"{'raised' if b > a else 'lowered'} {a:,} -> {b:,}"
+                                         for a, b in pairs))
+    for key in ("pairs", "score", "aggregate", "statistic", "bounds", "stop", "alpha",
+                "evaluation_episodes"):
+        if old.get(key) != new.get(key):
+            out.append(f"{key}: {old.get(key)!r} -> {new.get(key)!r}")
+    return out
+
+
+def _now() -> str:
+    return time.strftime("%Y-%m-%d %H:%M:%S")
+
+
+def register(out_dir: Path, current: dict) -> dict:
+    """Store the plan as first seen in ``plan.json``, or log how ``current`` departs from it.
+
+    Returns plan.json's content: ``first_seen``, ``plan`` (as first seen), ``changes`` (each
+    with its ``date``, ``what`` changed, whether it came ``after_report``, and the ``record``)
+    and ``reports`` (the dates reports were written).
+    """
+    path = out_dir / "plan.json"
+    if not path.is_file():
+        state = {"first_seen": _now(), "plan": current, "changes": [], "reports": []}
+    else:
+        state = json.loads(path.read_text())
+        latest = state["changes"][-1]["record"] if state["changes"] else state["plan"]
+        what = _diff(latest, current)
+        if what:
+            state["changes"].append({"date": _now(), "what": what,
+                                     "after_report": bool(state["reports"]), "record": current})
+    path.write_text(json.dumps(state, indent=2))
+    return state
+
+
+def note_report(out_dir: Path) -> dict:
+    """Log that a report was written now (a look at the data); returns plan.json's content."""
+    path = out_dir / "plan.json"
+    state = json.loads(path.read_text())
+    state["reports"].append(_now())
+    path.write_text(json.dumps(state, indent=2))
+    return state
+
+
+def trial_score(plan: PlanSpec, summary: dict | None, evaluation: dict | None) -> float | None:
+    """One trial's score under ``plan`` from its summary.json and eval.json (None: not there).
+
+    ``eval``: the ``plan.aggregate`` over tasks of the normalised score (raw mean return when a
+    task has no normalised score); ``train``: the last-100 training return.
+    """
+    if plan.score == "train":
+        value = (summary or {}).get("episode_return_mean")
+        return None if value is None else float(value)
+    if not evaluation:
+        return None
+    tasks = list(evaluation["tasks"].values())
+    key = ("normalized_score" if all(t.get("normalized_score") is not None for t in tasks)
+           else "return_mean")
+    values = np.array([t[key] for t in tasks], dtype=float)
+    if plan.aggregate == "median":
+        return float(np.median(values))
+    if plan.aggregate == "iqm":
+        from envs.statistics import iqm
+
+        return iqm(values[None])
+    return float(values.mean())
+
+
+def primary_intervals(plan: PlanSpec, scores: dict, seeds: list[int]) -> list[dict]:
+    """The anytime-valid interval of every declared pair, paired over the seeds both have.
+
+    ``scores``: variant -> {seed: trial score}; ``seeds``: the compare's seed order, which is
+    the order the sequence takes its observations in. Each pair's level is ``1 - alpha / k``
+    (Bonferroni over the k pairs). "No difference" is 0 for ``difference`` and 1/2 for ``win``.
+    """
+    out, k = [], max(len(plan.pairs), 1)
+    null = 0.0 if plan.statistic == "difference" else 0.5
+    for a, b in plan.pairs:
+        both = [s for s in seeds if s in scores.get(a, {}) and s in scores.get(b, {})]
+        row = {"pair": [a, b], "seeds": both, "alpha": plan.alpha / k,
+               "statistic": plan.statistic, "null": null, "estimate": None, "low": None,
+               "high": None, "excludes_null": False}
+        if both:
+            x = np.array([scores[a][s] for s in both])
+            y = np.array([scores[b][s] for s in both])
+            cs = (sq.paired_difference_cs(x, y, tuple(plan.bounds), plan.alpha / k)
+                  if plan.statistic == "difference" else sq.win_rate_cs(x, y, plan.alpha / k))
+            row.update(estimate=float(cs.estimate[-1]), low=float(cs.low[-1]),
+                       high=float(cs.high[-1]),
+                       excludes_null=bool(cs.low[-1] > null or cs.high[-1] < null))
+        out.append(row)
+    return out
+
+
+def decided(intervals: list[dict]) -> bool:
+    """The ``decided`` stopping rule: every primary interval excludes "no difference"."""
+    return bool(intervals) and all(r["excludes_null"] for r in intervals)
+
+
+def _num(x) -> str:
+    return "n/a" if x is None else f"{x:.3g}"
+
+
+def markdown(res: dict) -> list[str]:
+    """The report's plan and primary-comparison sections, as lines of Markdown."""
+    state, primary = res.get("plan"), res.get("primary") or []
+    if not state:
+        return ["No plan on record: every comparison below is exploratory.", ""]
+    p = state["plan"]
+    frames = sorted(set(p["frames"].values()))
+    lines = ["## Plan", "",
+             f"Declared {state['first_seen']} (first run of this compare): "
+             f"{len(p['pairs'])} primary pair(s), {len(p['seeds'])} seeds {p['seeds']}, "
+             f"{', '.join(f'{f:,}' for f in frames)} frames per trial, score "
+             f"{p['score']} ({p['aggregate']} over a trial's tasks), statistic {p['statistic']}"
+             + (f" of scores clipped to {p['bounds']}" if p["statistic"] == "difference" else "")
+             + f", stop: {p['stop']}, alpha {p['alpha']} over the pairs; "
+             f"{p['evaluation_episodes']} evaluation episodes per task.", ""]
+    looks = [c for c in state["changes"] if c["after_report"]]
+    before = [c for c in state["changes"] if not c["after_report"]]
+    lines += [f"Reports written: {len(state['reports'])} (this one included)."]
+    if looks:
+        lines += ["", "**Unplanned looks** (changes made after a report had been written; the "
+                  "intervals stay valid for adding seeds, not for changing what is scored):"]
+        lines += [f"- {c['date']}: " + "; ".join(c["what"]) for c in looks]
+    else:
+        lines += ["No change to the plan after a report was written."]
+    lines += [f"- changed before any report, {c['date']}: " + "; ".join(c["what"])
+              for c in before]
+    lines.append("")
+    if not primary:
+        return lines
+    k = len(primary)
+    what = ("mean paired difference (a - b)" if primary[0]["statistic"] == "difference"
+            else "P(a beats b at a seed), ties one half")
+    lines += ["## Primary comparisons (anytime-valid)", "",
+              f"Each declared pair's {what} over the seeds both variants have, paired by seed "
+              "(variants at one seed share environment seeds and, where their torsos match, the "
+              "torso's initial weights). Intervals are confidence sequences (hedged betting, "
+              "Waudby-Smith & Ramdas 2023): valid however often the report is read and whenever "
+              f"the compare stops. Level 1 - {p['alpha']}/{k} each (Bonferroni over {k} declared "
+              f"pair(s)), so all {k} hold together with probability {1 - p['alpha']:.2f}. "
+              f"No difference is {primary[0]['null']:g}.", "",
+              "| a | b | seeds | estimate | interval | excludes no difference |",
+              "| --- | --- | ---: | ---: | --- | --- |"]
+    for r in primary:
+        lines.append(f"| {r['pair'][0]} | {r['pair'][1]} | {len(r['seeds'])} | "
+                     f"{_num(r['estimate'])} | [{_num(r['low'])}, {_num(r['high'])}] | "
+                     f"{'yes' if r['excludes_null'] else 'no'} |")
+    lines += ["", "Decided: every primary interval excludes no difference." if decided(primary)
+              else "Not decided: some primary interval still includes no difference.", ""]
+    return lines

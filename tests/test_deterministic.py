@@ -1,0 +1,58 @@
+"""Replayable runs (``run.deterministic``) and paired seeds (the torso's weights by seed)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from agents.agent import Agent
+from learners.config import load_config
+from learners.run_dir import RunDir
+from learners.trainer import Trainer
+from tests.conftest import small_overrides
+
+
+def test_agents_with_different_cores_and_heads_share_the_torso_at_one_seed(tmp_path):
+    """The learner seeds torch with run.seed and the agent builds its torso first."""
+    from scripts.param_match import _spaces
+
+    torsos = []
+    for core, head in (("lstm", "linear"), ("alstm", "multiplicative"), ("mi_lstm", "linear")):
+        cfg = load_config(None, small_overrides(tmp_path, **{"agent.core": core,
+                                                             "agent.head": head}))
+        shapes, vocab, actions, tasks = _spaces(cfg.env)  # as a runner reads them
+        torch.manual_seed(cfg.run.seed)
+        torsos.append(Agent(cfg.agent, shapes, actions, tasks, vocab).torso.state_dict())
+    for other in torsos[1:]:
+        assert other.keys() == torsos[0].keys()
+        assert all(torch.equal(other[k], torsos[0][k]) for k in other)
+    torch.manual_seed(1)  # another seed, other weights: the check can fail
+    different = Agent(cfg.agent, shapes, actions, tasks, vocab).torso.state_dict()
+    assert not all(torch.equal(different[k], torsos[0][k]) for k in different)
+
+
+def _run(tmp_path, name: str, deterministic: bool) -> tuple[dict, dict]:
+    cfg = load_config(None, small_overrides(
+        tmp_path, **{"run.dir": str(tmp_path / name), "run.total_frames": 3000,
+                     "runtime.num_runners": 2, "learner.batch_size": 8,
+                     "run.deterministic": str(deterministic).lower()}))
+    run = RunDir.create(cfg, None)
+    try:
+        summary = Trainer(cfg, run, quiet=True).train()
+    finally:
+        torch.use_deterministic_algorithms(False)  # the in-process part of the run set nothing
+    state = RunDir.load_checkpoint(run.latest_checkpoint())["learner"]["agent"]
+    return summary, state
+
+
+@pytest.mark.ray
+def test_deterministic_runs_with_ray_runners_repeat_bit_for_bit(tmp_path, ray_local):
+    """Two runs of one config and seed, 2 Ray runners: the same weights and episodes."""
+    first, weights_a = _run(tmp_path, "a", True)
+    second, weights_b = _run(tmp_path, "b", True)
+    assert first["frames"] == second["frames"] >= 3000
+    assert all(torch.equal(weights_a[k], weights_b[k]) for k in weights_a)
+    same = ("episodes", "episode_return_mean", "updates", "episode_return_mean_per_task")
+    assert json.dumps({k: first[k] for k in same}) == json.dumps({k: second[k] for k in same})
