@@ -1,19 +1,25 @@
-"""Does an Atari agent read the screen? Two probes used to diagnose a run that does not learn.
+"""Does an agent read its observation? Two probes used to diagnose a run that does not learn.
 
 ``python -m scripts.atari_probe readout CONFIG [key=value ...] [--updates 400]``
-    Supervised, no RL: random play on the config's game records each frame with a RAM byte
-    that the screen shows (Pong: our paddle's y, RAM[51]); the config's agent (torso ->
+    Atari only. Supervised, no RL: random play on the config's game records each frame with a
+    RAM byte that the screen shows (Pong: our paddle's y, RAM[51]); the config's agent (torso ->
     core -> value head) regresses it with the config's optimizer, learning rate and
     gradient clip on ``0.5 * sum (V - y)^2`` over batches of ``T x B`` steps (IMPALA's
     value term before its ``baseline_cost``). Prints the explained variance on held-out
     batches every 100 updates: if it rises, frames reach the agent intact and the agent can
     learn to read them; the RL signal is then what decides whether a run learns.
-``python -m scripts.atari_probe checkpoint RUN_DIR``
-    Plays 4 unrolls of 8 envs with the run's last checkpoint and prints the policy's mean
-    action probabilities, their spread across frames (a policy that ignores the screen has
-    a spread near 0), the value's spread across frames, the share of conv channels and fc
-    units inactive on every one of those frames, the fc features' rms and spread across
-    frames, and the core output's spread across frames (flat-input torsos only).
+``python -m scripts.atari_probe checkpoint RUN_DIR [RUN_DIR ...]``
+    Any suite with pixel observations and the flat shallow torso (Atari, MiniGrid, the lab
+    suite, whose observations may also carry an instruction and a task ID). Plays 4 unrolls
+    of 8 envs (2 per task in a multitask suite, so every task is seen equally) with the
+    run's last checkpoint and prints the policy's mean action probabilities, their spread
+    across frames (a policy that ignores the screen has a spread near 0), the value's spread
+    across frames, the share of conv channels and fc units inactive on every one of those
+    frames (dead ReLU units), the fc features' rms and spread across frames, and the core
+    output's spread across frames. In a multitask suite it also prints the policy's spread
+    across the frames of each task: the spread over all frames also moves with the task ID
+    alone (a task-ID head changes its policy per task whatever it sees), the spread within a
+    task does not.
 """
 
 from __future__ import annotations
@@ -98,13 +104,15 @@ def readout(config: str, overrides: list[str], updates: int, T: int = 20, B: int
     return history
 
 
-def checkpoint(run_dir: str) -> dict:
+def checkpoint(run_dir: str, envs: int | None = None) -> dict:
     """The ``checkpoint`` probe: do the policy and value of a run's last checkpoint read the screen?
 
-    Plays 4 unrolls of 8 envs with the last checkpoint in ``run_dir``; returns (and prints) the
-    statistics listed in the module docstring, plus ``replay_error``: the largest gap between
-    the runner's logits and the probe's own replay of the same stream, which checks the probe's
-    path through the agent and should be about 0.
+    Plays 4 unrolls of ``envs`` envs (default 8, or 2 per task in a multitask suite) with the
+    last checkpoint in ``run_dir``; returns (and prints) the statistics listed in the module
+    docstring, plus ``replay_error``: the largest gap between the runner's logits and the
+    probe's own replay of the same stream, which checks the probe's path through the agent
+    and should be about 0. ``policy_spread_per_task`` maps each task's name to the mean over
+    actions of the policy's spread across that task's frames (one entry for a one-task suite).
     """
     from envs.runner import EnvRunner
     from learners.run_dir import RunDir
@@ -116,8 +124,13 @@ def checkpoint(run_dir: str) -> dict:
     state = RunDir.load_checkpoint(path)
     cfg = run.load_config()
     torch.set_num_threads(1)
-    runner = EnvRunner(cfg.env, cfg.agent, envs_per_runner=8, unroll_length=50, seed=99,
-                       popart=cfg.learner.popart)
+    if envs is None:
+        from envs.suites import build_suite
+
+        tasks = len(build_suite(cfg.env).tasks)
+        envs = 8 if tasks == 1 else 2 * tasks
+    runner = EnvRunner(cfg.env, cfg.agent, envs_per_runner=envs, unroll_length=50, seed=99,
+                       runners_per_task=0, popart=cfg.learner.popart)
     trajs = [runner.rollout(state["learner"]["agent"], 0) for _ in range(4)]
     logits = np.concatenate([t.behaviour_logits[:-1] for t in trajs]).reshape(
         -1, trajs[0].behaviour_logits.shape[-1])
@@ -145,10 +158,17 @@ def checkpoint(run_dir: str) -> dict:
                                  tuple(torch.from_numpy(s) for s in trajs[0].initial_state),
                                  rows["reset"])
         replayed_logits, _ = agent.head(core_out, rows["task_id"] if agent.reads_task_id else None)
+    # Spread across the frames of each task: a task-ID head moves its policy per task whatever
+    # it sees, so only this part says whether the policy reads the observation.
+    task_of = rows["task_id"].flatten().numpy()
+    names = runner.suite.tasks
+    per_task = {str(names[k]): float(probs[torch.from_numpy(task_of == k)].std(0).mean())
+                for k in sorted(set(task_of.tolist()))}
     inactive = lambda x, dims: float(((x > 0).float().amax(dims) == 0).float().mean())  # noqa: E731
     result = {
         "checkpoint": path.name,
         "policy_mean": probs.mean(0).tolist(), "policy_spread": probs.std(0).tolist(),
+        "policy_spread_per_task": per_task,
         "value_mean": float(values.mean()), "value_spread": float(values.std()),
         "inactive_conv1": inactive(conv1, (0, 2, 3)), "inactive_conv2": inactive(conv2, (0, 2, 3)),
         "inactive_fc": inactive(fc, 0),
@@ -163,8 +183,11 @@ def checkpoint(run_dir: str) -> dict:
           f"spread {result['value_spread']:.3f}; inactive on all {len(pixels)} frames: "
           f"conv1 {result['inactive_conv1']:.0%}, conv2 {result['inactive_conv2']:.0%}, "
           f"fc {result['inactive_fc']:.0%}; fc rms {result['fc_rms']:.3f} "
-          f"spread {result['fc_spread']:.4f}; core output spread {result['core_spread']:.4f}",
-          flush=True)
+          f"spread {result['fc_spread']:.4f}; core output spread {result['core_spread']:.4f}; "
+          f"replay error {result['replay_error']:.1e}", flush=True)
+    if len(per_task) > 1:
+        print("[probe] policy spread across the frames of each task (mean over actions): "
+              + ", ".join(f"{k} {v:.3f}" for k, v in per_task.items()), flush=True)
     return result
 
 
@@ -178,13 +201,17 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("config")
     r.add_argument("overrides", nargs="*", help="dotted.key=value")
     r.add_argument("--updates", type=int, default=400)
-    c = sub.add_parser("checkpoint", help="does a run's policy and value depend on the screen?")
-    c.add_argument("run_dir")
+    c = sub.add_parser("checkpoint", help="does a run's policy and value depend on the screen? "
+                                          "(any suite; one line per run directory)")
+    c.add_argument("run_dirs", nargs="+", metavar="RUN_DIR")
     args = parser.parse_args(argv)
     if args.command == "readout":
         readout(args.config, args.overrides, args.updates)
     else:
-        checkpoint(args.run_dir)
+        for run_dir in args.run_dirs:
+            if len(args.run_dirs) > 1:
+                print(f"[probe] {run_dir}", flush=True)
+            checkpoint(run_dir)
     return 0
 
 

@@ -16,6 +16,8 @@ A compare file (``configs/compare_*.yaml``)::
                                       # (scripts/plan.py); every other pair is exploratory
     evaluate: {episodes: 30}          # final evaluation of each trial's last checkpoint
     deterministic: false              # run.deterministic for every trial (replayable runs)
+    csv: {path: study.csv, columns: {seed: seed, task: task, score: score}}
+                                      # a table of the scores (scripts/results_csv.py)
     resources: {cpus_per_trial: 1}
     pbt: {enabled: false}             # population-based training: scripts/pbt.py
 
@@ -66,6 +68,7 @@ from learners.config import ConfigError, ExperimentConfig, from_dict, load_confi
 from scripts import plan as plan_mod
 from scripts.pbt import PBTSpec
 from scripts.plan import PlanSpec
+from scripts.results_csv import CsvSpec
 from scripts.trial_runner import ResourcesSpec, actor_cpus, run_jobs_on_ray
 from scripts.trials import (
     eval_is_current,
@@ -110,6 +113,7 @@ class CompareSpec:
     pbt: PBTSpec = field(default_factory=PBTSpec)  # population-based training (scripts/pbt.py)
     plan: PlanSpec = field(default_factory=PlanSpec)  # primary pairs, stop rule: scripts/plan.py
     deterministic: bool = False  # run.deterministic for every trial: replayable, slower
+    csv: CsvSpec = field(default_factory=CsvSpec)  # a table of the scores: scripts/results_csv.py
 
 
 @dataclass
@@ -324,6 +328,10 @@ def run_compare(path: str, dry_run: bool = False, max_concurrent: int | None = N
                 f"{Path(t.base).name}")
         for line in schedule_notes(trials, status):
             say(line)
+        for v, m in {t.variant: t.matched for t in trials if t.matched}.items():
+            say(f"  {v}: match_params set {m['width']} = {m['value']}: {m['params']:,} parameters,"
+                f" {m['params'] / m['reference_params'] - 1:+.2%} from {m['reference']}'s "
+                f"{m['reference_params']:,}")
     if dry_run:
         return {"out": str(out_dir), "trials": status, "failed": {}, "results": None}
     out_dir.mkdir(parents=True, exist_ok=True)

@@ -1,4 +1,6 @@
-"""What ``mira compare`` leaves: ``results.json``, ``report.md`` and three PNG plots.
+"""What ``mira compare`` leaves: ``results.json``, ``report.md``, three PNG plots, a table.
+
+The table is the compare file's ``csv:`` section, when it has one (``scripts/results_csv.py``).
 
 Scores follow Agarwal et al. 2021 (``envs/statistics.py``): per trial, the final
 evaluation's score per task, normalised when the suite has reference scores (every task
@@ -29,6 +31,7 @@ import numpy as np
 from envs import statistics as st
 from learners.logbook import duration
 from scripts import plan as plan_mod
+from scripts import results_csv
 
 FUNCTIONS = {"median": st.median, "mean": st.mean, "iqm": st.iqm, "capped_mean": st.capped_mean}
 REPS = 2000
@@ -344,6 +347,7 @@ def write_report(out: Path, spec, trials, failed: dict, target_frames: int,
     res = collect(out, spec, trials, failed, target_frames, unfinished)
     (out / "results.json").write_text(json.dumps(res, indent=2))
     (out / "report.md").write_text(markdown(res))
+    results_csv.write(out, spec.csv, res, trials)
     # Multitask returns are on per-level scales (Watermaze up to 33, most levels about 1), so
     # with a score table the curves show the mean of the normalised scores over tasks instead,
     # capped at 100 per task only when the headline aggregate is the capped mean (DMLab-30's

@@ -31,3 +31,31 @@ def test_checkpoint_probe_reads_a_run(tmp_path):
     assert 0.0 <= result["inactive_fc"] <= 1.0 and result["value_spread"] >= 0.0
     # Its pass over the 4 consecutive unrolls reproduces the logits the runner acted with.
     assert result["replay_error"] < 1e-5, result["replay_error"]
+
+
+def test_checkpoint_probe_reads_a_lab6_run(tmp_path):
+    # The lab suite: six tasks with a task ID (the preset's multiplicative task-ID head reads
+    # it) and an instruction in the observation (the torso embeds it).
+    cfg = load_config(ROOT / "configs/impala_lab6.yaml", SMALL + [
+        f"run.dir={tmp_path / 'lab6'}", "run.total_frames=480", "runtime.num_runners=0",
+        "runtime.runners_per_task=0", "runtime.envs_per_runner=6", "learner.batch_size=6",
+        "learner.unroll_length=10", "eval.every_frames=0"])
+    Trainer(cfg, RunDir.create(cfg, None), quiet=True).train()
+    result = atari_probe.checkpoint(str(tmp_path / "lab6"))
+    assert len(result["policy_mean"]) == 7 and abs(sum(result["policy_mean"]) - 1) < 1e-5
+    assert 0.0 <= result["inactive_conv1"] <= 1.0 and 0.0 <= result["inactive_fc"] <= 1.0
+    # 12 envs (2 per level): every level's frames, each with its own spread.
+    assert len(result["policy_spread_per_task"]) == 6
+    assert all(math.isfinite(v) and v >= 0.0 for v in result["policy_spread_per_task"].values())
+    assert result["replay_error"] < 1e-5, result["replay_error"]
+
+
+def test_checkpoint_command_takes_several_run_dirs(tmp_path, capsys):
+    cfg = load_config(ROOT / "configs/impala_lab6.yaml", SMALL + [
+        f"run.dir={tmp_path / 'a'}", "run.total_frames=240", "runtime.num_runners=0",
+        "runtime.runners_per_task=0", "runtime.envs_per_runner=6", "learner.batch_size=6",
+        "learner.unroll_length=10", "eval.every_frames=0"])
+    Trainer(cfg, RunDir.create(cfg, None), quiet=True).train()
+    assert atari_probe.main(["checkpoint", str(tmp_path / "a"), str(tmp_path / "a")]) == 0
+    out = capsys.readouterr().out
+    assert out.count("inactive on all") == 2 and out.count("spread across the frames of each") == 2

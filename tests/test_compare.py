@@ -355,3 +355,48 @@ def test_primary_intervals_pair_by_seed_and_split_alpha():
     assert ab["alpha"] == ac["alpha"] == 0.05 and ac["seeds"] == [0, 1]
     assert ab["estimate"] == pytest.approx(8.0) and ab["excludes_null"] and not ac["excludes_null"]
     assert not plan_mod.decided([ab, ac]) and plan_mod.decided([ab])
+
+
+def test_the_csv_section_writes_one_row_per_trial_and_task(tmp_path, capsys):
+    import csv
+
+    from scripts.trials import make_job, run_trial
+
+    table = tmp_path / "data" / "study.csv"
+    columns = {"core_width": "agent.core_options.hidden_size", "seed": "seed",
+               "frames": "frames", "task": "task", "score": "score", "return": "return"}
+    path = write_compare(tmp_path, csv={"path": str(table), "columns": columns})
+    spec, trials, out = load_spec(path)
+    for t in trials:  # the trials, finished and evaluated in this process (no Ray)
+        run_trial(make_job(t, spec, t.cfg.run.total_frames, [], True))
+    result = run_compare(str(path), quiet=True, report_only=True)
+    assert not result["results"]["unfinished"]
+    with open(table, newline="") as f:
+        rows = list(csv.DictReader(f))
+    assert list(rows[0]) == sorted(columns)  # the file's order (write_compare sorts its keys)
+    # MiniGrid is one task: one row per trial, in the compare's (seed-major) order.
+    assert [(r["core_width"], r["seed"]) for r in rows] == [
+        ("16", "0"), ("32", "0"), ("16", "1"), ("32", "1")]
+    evaluated = {r["trial"]: r for r in result["results"]["trials"]}
+    for row, t in zip(rows, trials):
+        (task, e), = evaluated[t.slug]["eval"]["tasks"].items()
+        assert row["task"] == task and int(row["frames"]) == evaluated[t.slug]["frames"] >= 400
+        # no score table for MiniGrid: the score is the raw mean return
+        assert float(row["score"]) == pytest.approx(e["return_mean"]) == float(row["return"])
+
+
+def test_a_csv_column_that_names_nothing_is_one_line_before_anything_runs(tmp_path, capsys):
+    for columns, words in (({"core": "agent.cor"}, "csv.columns.core: 'agent.cor' is not one of"),
+                           ({"x": "scores"}, "'scores' is not one of variant, trial, seed")):
+        path = write_compare(tmp_path, csv={"path": "t.csv", "columns": columns})
+        assert main([str(path), "--dry-run"]) == 2
+        err = capsys.readouterr().err
+        assert words in err and len(err.strip().splitlines()) == 1, err
+    from scripts.results_csv import rows
+
+    # A trial with no evaluation (evaluate.episodes 0) still has its row, task columns empty.
+    res = {"score_key": "return_mean", "trials": [
+        {"variant": "v", "trial": "v-seed0", "seed": 0, "frames": 400, "wall_time_s": 1.0,
+         "train_return_mean100": 0.5, "eval": None}]}
+    assert rows(res, [], {"seed": "seed", "task": "task", "train": "train_return"}) == [
+        {"seed": 0, "task": None, "train": 0.5}]

@@ -14,8 +14,8 @@ CONFIGS = sorted(Path(__file__).resolve().parents[1].joinpath("configs").glob("*
 
 @pytest.mark.parametrize("path", CONFIGS, ids=lambda p: p.name)
 def test_every_preset_loads(path):
-    if path.name.startswith("compare_"):
-        pytest.skip("compare files are read by mira compare")
+    if path.name.startswith(("compare_", "study_")):
+        pytest.skip("compare files (compare_*, study_*) are read by mira compare")
     cfg = load_config(path)
     assert cfg.run.total_frames > 0
 

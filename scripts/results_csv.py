@@ -1,0 +1,102 @@
+"""A compare's ``csv:`` section: one table of its trials' scores, one row per trial and task.
+
+A study's data file is this table with the columns it names, e.g.::
+
+    csv:
+      path: envs/data/study_heads_lab6.csv     # relative to the working directory
+      columns: {variant: variant, seed: seed, frames: frames, task: task, score: score}
+
+Each column is an output name mapped to what it holds: a trial's ``variant``, ``trial``
+(its directory name), ``seed``, ``frames`` (reached), ``wall_time_s`` or ``train_return``
+(its last-100 training return); per task of its final evaluation, the ``task``, its
+``score`` (the report's: normalised where every trial has a normalised score, else the raw
+mean return), ``return`` (raw mean return) or ``normalized_score``; or a dotted key of the
+trial's config (``agent.core``, ``env.game``). A trial with no evaluation gets one row with
+the task columns empty, so every trial the report holds is in the table. ``mira compare``
+writes it with the report, ``--report`` included.
+"""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+from dataclasses import dataclass, field
+from pathlib import Path
+
+TRIAL_FIELDS = ("variant", "trial", "seed", "frames", "wall_time_s", "train_return")
+TASK_FIELDS = ("task", "score", "return", "normalized_score")
+
+
+def _is_config_key(key: str) -> bool:
+    """Whether ``key`` names a setting of a training config (options sections take any name)."""
+    from learners.config import ExperimentConfig
+
+    node = ExperimentConfig()
+    for part in key.split("."):
+        if isinstance(node, dict):
+            return True  # a component's options: typed only once the component is chosen
+        if not dataclasses.is_dataclass(node) or part not in {f.name for f in
+                                                               dataclasses.fields(node)}:
+            return False
+        node = getattr(node, part)
+    return True
+
+
+@dataclass
+class CsvSpec:
+    """The ``csv:`` section of a compare file (see the module docstring); checked on load."""
+
+    path: str = ""  # the table's file (relative: to the working directory); "": <out>/results.csv
+    # output column -> what it holds: a trial or task field (TRIAL_FIELDS, TASK_FIELDS) or a
+    # dotted config key
+    columns: dict = field(default_factory=dict)
+
+    def __post_init__(self):
+        if self.path and not self.columns:
+            raise ValueError("csv.path is set but csv.columns is empty: name the columns, e.g. "
+                             "{seed: seed, task: task, score: score}")
+        for name, source in self.columns.items():
+            if not (isinstance(source, str) and (source in TRIAL_FIELDS + TASK_FIELDS
+                                                 or ("." in source and _is_config_key(source)))):
+                raise ValueError(f"csv.columns.{name}: {source!r} is not one of "
+                                 f"{', '.join(TRIAL_FIELDS + TASK_FIELDS)} or a config key "
+                                 "(e.g. agent.core)")
+
+
+def _setting(cfg, key: str):
+    node = cfg
+    for part in key.split("."):
+        node = node.get(part) if isinstance(node, dict) else getattr(node, part, None)
+    return node
+
+
+def rows(res: dict, trials, columns: dict) -> list[dict]:
+    """The table's rows for ``collect``'s results ``res`` and the compare ``trials`` it covers."""
+    cfgs = {t.slug: t.cfg for t in trials}
+    out = []
+    for r in res["trials"]:
+        trial = {"variant": r["variant"], "trial": r["trial"], "seed": r["seed"],
+                 "frames": r["frames"], "wall_time_s": r["wall_time_s"],
+                 "train_return": r["train_return_mean100"]}
+        tasks = r["eval"]["tasks"] if r["eval"] else {None: {}}
+        for task, e in tasks.items():
+            values = {**trial, "task": task, "score": e.get(res["score_key"]),
+                      "return": e.get("return_mean"), "normalized_score": e.get("normalized_score")}
+            out.append({name: values[source] if source in values
+                        else _setting(cfgs[r["trial"]], source)
+                        for name, source in columns.items()})
+    return out
+
+
+def write(out: Path, spec: CsvSpec, res: dict, trials) -> Path | None:
+    """Write the table if ``spec`` names columns; returns its path (None: no table asked for)."""
+    if not spec.columns:
+        return None
+    path = Path(spec.path) if spec.path else out / "results.csv"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=list(spec.columns))
+        writer.writeheader()
+        writer.writerows({k: "" if v is None else v for k, v in row.items()}
+                         for row in rows(res, trials, spec.columns))
+    return path
