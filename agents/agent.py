@@ -18,9 +18,6 @@ from agents.heads import HEADS
 from agents.registry import typed_options
 from agents.torsos import TORSOS
 
-# Inputs an agent reads besides the observation keys, all [T, B].
-STEP_KEYS = ("last_action", "last_reward", "reset", "task_id")
-
 
 class AgentOutput(NamedTuple):
     """What ``Agent.forward`` returns for an unroll: policy logits and value estimates."""
@@ -88,8 +85,9 @@ class Agent(nn.Module):
     def forward(self, inputs: dict[str, torch.Tensor], state: State) -> tuple[AgentOutput, State]:
         """Unroll the agent; returns logits ``[T, B, A]``, value ``[T, B]`` and the next state.
 
-        ``inputs``: observation keys plus ``last_action``, ``last_reward``, ``reset``
-        and (optional) ``task_id``, all time-major ``[T, B, ...]``.
+        ``inputs``: the observation keys plus the step fields declared ``agent_input`` in
+        ``agents/steps.py`` (``last_action``, ``last_reward``, ``reset``, and ``task_id``, which
+        may be left out unless the head reads it), all time-major ``[T, B, ...]``.
         """
         x = self.torso({k: inputs[k] for k in self.obs_keys}, inputs["last_action"],
                        inputs["last_reward"])

@@ -3,7 +3,9 @@
 ``step(actions[B])`` returns a ``BatchStep``: the next observations ``[B, ...]`` (for an env
 whose episode ended, already the first observation of its next episode), the rewards,
 ``terminated`` and ``truncated`` (never both), the last observation of each truncated
-episode (its value is bootstrapped), and the whole games that ended. Two implementations:
+episode (its value is bootstrapped), and the whole games that ended. ``reward``, ``terminated``
+and ``truncated`` are the step fields ``agents/steps.py`` declares written by the env: the runner
+copies each into its buffer of the same name. Two implementations:
 ``GymBatch`` below loops over a list of gymnasium envs (MiniGrid, the lab suites, and
 Atari's ``gymnasium`` backend); ``envs.atari.AleVectorBatch`` drives ale-py's C++ vector env.
 """

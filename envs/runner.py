@@ -4,9 +4,12 @@ Each ``rollout`` call steps its batch of envs (``envs.batch``: gymnasium envs on
 ale-py's vector env for Atari) ``T`` times with the latest weights it was given
 and returns one ``Trajectory`` of ``[T + 1, B, ...]``; row 0 is the previous call's
 last row, so consecutive unrolls tile the experience stream without a gap (with new
-weights, row 0's not yet executed action is sampled again from them). The runner
-knows nothing of learning (targets are the learner's) and nothing of Ray: learners/fleet.py wraps
-this class in a Ray actor; ``runtime.num_runners: 0`` uses it in-process.
+weights, row 0's not yet executed action is sampled again from them). Its buffers hold one
+array per observation key and per step field declared in ``agents/steps.py``; evaluation
+(``run_episodes``) steps through the same two functions as training, keeping no trajectory.
+The runner knows nothing of learning (targets are the learner's) and nothing of Ray:
+learners/fleet.py wraps this class in a Ray actor; ``runtime.num_runners: 0`` uses it
+in-process.
 """
 
 from __future__ import annotations
@@ -16,6 +19,8 @@ import torch
 
 from agents.agent import Agent
 from agents.config import AgentConfig
+from agents.steps import AGENT_INPUTS, STEP_FIELDS, fields_by, observation_fields
+from envs.batch import BatchStep
 from envs.suites import EnvConfig, build_suite, make_batch
 from envs.trajectory import Trajectory
 
@@ -90,17 +95,13 @@ class EnvRunner:
     # ------------------------------------------------------------------ buffers
 
     def _allocate(self) -> None:
-        T1, B, A = self.T + 1, self.B, self.suite.num_actions
+        """One ``[T + 1, B, ...]`` buffer per observation key and per step field, as declared."""
+        sizes = dict(T1=self.T + 1, B=self.B, A=self.suite.num_actions)
         space = self.batch.observation_space
-        self.obs = {k: np.zeros((T1, B, *space[k].shape), space[k].dtype) for k in space}
-        z = lambda dtype: np.zeros((T1, B), dtype)  # noqa: E731
-        self.buf = dict(
-            last_action=z(np.int64), last_reward=z(np.float32), reset=z(bool), task_id=z(np.int64),
-            action=z(np.int64), behaviour_logits=np.zeros((T1, B, A), np.float32),
-            behaviour_value=z(np.float32), reward=z(np.float32), terminated=z(bool),
-            truncated=z(bool), final_value=z(np.float32),
-        )
-        self.buf["task_id"][:] = np.asarray(self.tasks)[None]
+        self.obs = {f.name: np.zeros(f.sized(**sizes), f.dtype) for f in observation_fields(space)}
+        self.buf = {f.name: np.zeros(f.sized(**sizes), f.dtype) for f in STEP_FIELDS}
+        for f in fields_by("task"):
+            self.buf[f.name][:] = np.asarray(self.tasks)[None]
 
     def _start(self) -> None:
         """Reset every env and compute the agent's output at step 0 of the first unroll."""
@@ -117,9 +118,15 @@ class EnvRunner:
         The runner acts on them; ``mira bench`` times inference on them.
         """
         rows = {k: torch.from_numpy(v[t : t + 1]) for k, v in self.obs.items()}
-        for k in ("last_action", "last_reward", "reset", "task_id"):
+        for k in AGENT_INPUTS:
             rows[k] = torch.from_numpy(self.buf[k][t : t + 1])
         return rows
+
+    # ------------------------------------------------------------------ the step loop
+    # One step, in training and evaluation alike: act on row t (``_act``), then step the envs
+    # with its actions and write what followed (``_step``). A training unroll acts on each row
+    # right after writing it, so that its last row is acted on with the weights it is stamped
+    # with; evaluation acts on row 0 and writes the next step back into row 0.
 
     @torch.inference_mode()
     def _act(self, t: int) -> None:
@@ -127,20 +134,51 @@ class EnvRunner:
         out, self.state_after = self.agent(self.step_inputs(t), self.state_before)
         logits = out.logits[0]
         action = torch.multinomial(torch.softmax(logits, -1), 1, generator=self.generator)[:, 0]
-        self.buf["action"][t] = action.numpy()
-        self.buf["behaviour_logits"][t] = logits.numpy()
-        self.buf["behaviour_value"][t] = out.value[0].numpy()
+        acted = dict(action=action, behaviour_logits=logits, behaviour_value=out.value[0])
+        for f in fields_by("act"):
+            self.buf[f.name][t] = acted[f.name].numpy()
+
+    def _step(self, t: int, nxt: int, keep: bool = True, screens: bool = False) -> BatchStep:
+        """Step every env with row ``t``'s actions; write row ``t``'s outcome, row ``nxt``'s inputs.
+
+        ``keep``: the experience is kept for learning, so truncated episodes get their final
+        value. The state after acting on row ``t`` becomes the state before row ``nxt``.
+        Returns the envs' step (its episodes, screens and final observations).
+        """
+        buf = self.buf
+        step = self.batch.step(buf["action"][t], screens=screens)
+        for f in fields_by("env"):
+            buf[f.name][t] = getattr(step, f.name)
+        for k, v in step.obs.items():
+            self.obs[k][nxt] = v
+        buf["final_value"][t] = 0.0
+        if keep and step.final_obs:
+            self._final_values(t, step.final_obs, step.reward)
+        for k, v in self._next_inputs(t, step.reward, step.terminated | step.truncated).items():
+            buf[k][nxt] = v
+        self.state_before = self.state_after
+        return step
+
+    def _next_inputs(self, t: int, reward: np.ndarray, done: np.ndarray) -> dict[str, np.ndarray]:
+        """The step-written agent inputs of the row after row ``t``, ``[B]`` each.
+
+        ``done``: a new episode starts there, so the previous action and reward are zeroed.
+        """
+        return dict(reset=done, last_action=np.where(done, 0, self.buf["action"][t]),
+                    last_reward=np.where(done, 0.0, reward))
 
     @torch.inference_mode()
     def _final_values(self, t: int, final_obs: dict[int, dict], rewards: np.ndarray) -> None:
-        """Value of the last observation of episodes truncated at step ``t``."""
+        """Value of the last observation of episodes truncated at step ``t``.
+
+        The agent sees it as the next row of the episode (no reset), from the state after row ``t``.
+        """
         idx = sorted(final_obs)
-        rows = {k: torch.from_numpy(np.stack([final_obs[i][k] for i in idx])[None])
-                for k in self.obs}
-        rows["last_action"] = torch.from_numpy(self.buf["action"][t, idx][None])
-        rows["last_reward"] = torch.from_numpy(rewards[idx][None])
-        rows["reset"] = torch.zeros(1, len(idx), dtype=torch.bool)
-        rows["task_id"] = torch.from_numpy(self.buf["task_id"][t, idx][None])
+        inputs = {**self._next_inputs(t, rewards, np.zeros(self.B, bool)),
+                  **{f.name: self.buf[f.name][t] for f in fields_by("task")}}
+        rows = {k: np.stack([final_obs[i][k] for i in idx]) for k in self.obs}
+        rows.update({k: v[idx] for k, v in inputs.items()})
+        rows = {k: torch.from_numpy(v[None]) for k, v in rows.items()}
         state = tuple(s[idx] for s in self.state_after)
         out, _ = self.agent(rows, state)
         self.buf["final_value"][t, idx] = out.value[0].numpy()
@@ -169,31 +207,17 @@ class EnvRunner:
             self._act(0)
         initial_state = tuple(s.numpy().copy() for s in self.state_before)
         chunk_states = [initial_state] if self.state_every else None
-        buf, episodes = self.buf, []
+        episodes = []
         for t in range(1, self.T + 1):
-            step = self.batch.step(buf["action"][t - 1])
-            rewards = step.reward
-            buf["terminated"][t - 1] = step.terminated
-            buf["truncated"][t - 1] = step.truncated
+            step = self._step(t - 1, t)
             episodes += [(int(self.tasks[i]), ret, length) for i, ret, length in step.episodes]
-            for k, v in step.obs.items():
-                self.obs[k][t] = v
-            buf["reset"][t] = step.terminated | step.truncated
-            buf["reward"][t - 1] = rewards
-            buf["final_value"][t - 1] = 0.0
-            if step.final_obs:
-                self._final_values(t - 1, step.final_obs, rewards)
-            reset = buf["reset"][t]
-            buf["last_action"][t] = np.where(reset, 0, buf["action"][t - 1])
-            buf["last_reward"][t] = np.where(reset, 0.0, rewards)
-            self.state_before = self.state_after
             if chunk_states is not None and t < self.T and t % self.state_every == 0:
                 chunk_states.append(tuple(s.numpy().copy() for s in self.state_before))
             self._act(t)
         # self.state_before is now the state before row T = row 0 of the next unroll.
         return Trajectory(
             obs={k: v.copy() for k, v in self.obs.items()},
-            **{k: v.copy() for k, v in buf.items()},
+            **{k: v.copy() for k, v in self.buf.items()},
             initial_state=initial_state,
             chunk_states=(None if chunk_states is None
                           else tuple(np.stack(s) for s in zip(*chunk_states))),
@@ -216,8 +240,9 @@ class EnvRunner:
 
         Every env plays exactly ``episodes_per_env`` whole episodes (one count for all, or
         one per env; counting the first episodes to finish across envs would favour short
-        ones). The task ID reaches the agent only if its head reads it. Returns (task,
-        return, length) per episode.
+        ones). Each step is the training loop's (``_act``, ``_step``) on row 0 alone, keeping
+        no final values; the ``Agent`` shows the task ID to its head only if the head reads
+        it. Returns (task, return, length) per episode.
         Leaves the training stream restarted (fresh episodes) afterwards.
         ``observe(i, screen, obs, episode)``, if given, is called after every step of env ``i``
         that counts, with the env's RGB picture after that step (before any reset; the batch
@@ -228,36 +253,24 @@ class EnvRunner:
         if weights is not None:
             self.agent.load_state_dict(weights)
         self.agent.eval()
-        reads_task = self.agent.reads_task_id
         target = np.broadcast_to(np.asarray(episodes_per_env, dtype=int), (self.B,))
         done_count = np.zeros(self.B, dtype=int)
         results: list[tuple[int, float, int]] = []
         self._start()
         while (done_count < target).any():
-            rows = self.step_inputs(0)
-            if not reads_task:
-                rows.pop("task_id")
-            out, self.state_before = self.agent(rows, self.state_before)
-            actions = torch.multinomial(torch.softmax(out.logits[0], -1), 1,
-                                        generator=self.generator)[:, 0].numpy()
             counting = done_count < target
-            step = self.batch.step(actions, screens=observe is not None)
+            self._act(0)
+            step = self._step(0, 0, keep=False, screens=observe is not None)
             ended: dict[int, tuple[float, int]] = {}
             for i, ret, length in step.episodes:
                 if counting[i]:
                     ended[i] = (ret, length)
                     results.append((int(self.tasks[i]), ret, length))
                     done_count[i] += 1
-            new_episode = step.terminated | step.truncated
             if observe is not None:
                 for i in np.flatnonzero(counting):
                     last = step.final_obs.get(i) or {k: v[i] for k, v in step.obs.items()}
                     observe(int(i), step.screens[i], last, ended.get(i))
-            for k, v in step.obs.items():
-                self.obs[k][0] = v
-            self.buf["reset"][0] = new_episode
-            self.buf["last_action"][0] = np.where(new_episode, 0, actions)
-            self.buf["last_reward"][0] = np.where(new_episode, 0.0, step.reward)
         self._start()
         return results
 

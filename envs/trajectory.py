@@ -1,12 +1,12 @@
 """The one container runners return: raw experience, no learning.
 
 Every array is time-major ``[T + 1, B, ...]`` numpy (zero-copy through Ray's object
-store). Row ``t`` holds what the agent saw at step ``t`` (``obs``, ``last_action``,
-``last_reward``, ``reset``: this step starts a new episode, ``task_id``), what it did
-(``action``, ``behaviour_logits``, ``behaviour_value``) and what followed (``reward``,
-``terminated``, ``truncated``, ``final_value``). Row ``T`` is also row 0 of the next
-unroll; its ``reward``/``terminated``/``truncated`` are not filled until then and the
-learner only uses rows ``0..T-1`` of them.
+store). Row ``t`` holds what the agent saw at step ``t`` (the observations and the agent's
+other inputs), what it did (the action, the behaviour policy's logits and value) and what
+followed (the reward, the done flags, the final value): the step fields, each declared once
+with its shape, dtype and writer in ``agents/steps.py``, from which this class takes its
+fields. Row ``T`` is also row 0 of the next unroll; its ``reward``/``terminated``/``truncated``
+are not filled until then and the learner only uses rows ``0..T-1`` of them.
 
 ``final_value[t]`` is the behaviour policy's value of the *final* observation of an
 episode truncated by a time limit at step ``t`` (0 elsewhere): the learner adds
@@ -26,35 +26,27 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from agents.steps import STATE_FIELDS, STEP_FIELDS, STEP_NAMES, StateField, with_step_fields
+
 
 @dataclass
+@with_step_fields("np.ndarray", states=("initial_state", "chunk_states"))
 class Trajectory:
-    """One unroll of raw experience: time-major numpy arrays ``[T + 1, B, ...]``."""
+    """One unroll of raw experience: time-major numpy arrays ``[T + 1, B, ...]``.
 
-    obs: dict[str, np.ndarray]  # each [T+1, B, ...]
-    last_action: np.ndarray  # [T+1, B] int64
-    last_reward: np.ndarray  # [T+1, B] float32
-    reset: np.ndarray  # [T+1, B] bool
-    task_id: np.ndarray  # [T+1, B] int64
-    action: np.ndarray  # [T+1, B] int64
-    behaviour_logits: np.ndarray  # [T+1, B, A] float32
-    behaviour_value: np.ndarray  # [T+1, B] float32
-    reward: np.ndarray  # [T+1, B] float32 (raw env reward; clipping is the learner's)
-    terminated: np.ndarray  # [T+1, B] bool
-    truncated: np.ndarray  # [T+1, B] bool
-    final_value: np.ndarray  # [T+1, B] float32
-    initial_state: tuple[np.ndarray, ...]  # core state before row 0, each [B, ...]
-    # core state before rows 0, k, 2k, ..., each [T / k, B, ...]
-    chunk_states: tuple[np.ndarray, ...] | None = None
+    Fields: ``obs`` (each key ``[T+1, B, ...]``), then every step field of
+    ``agents.steps.STEP_FIELDS`` (name, shape, dtype and writer declared there), then
+    ``initial_state`` and ``chunk_states`` (``agents.steps.STATE_FIELDS``), then the unroll's
+    facts below.
+    """
+
+    obs: dict[str, np.ndarray]
     policy_version: int = 0
     runner_id: int = 0
     # Whole episodes that ended during this unroll: (task_id, return, length in agent steps).
     episodes: list[tuple[int, float, int]] = field(default_factory=list)
 
-    STEP_FIELDS = (
-        "last_action", "last_reward", "reset", "task_id", "action", "behaviour_logits",
-        "behaviour_value", "reward", "terminated", "truncated", "final_value",
-    )
+    STEP_FIELDS = STEP_NAMES  # the step fields' names, in declaration order
 
     @property
     def unroll_length(self) -> int:
@@ -68,17 +60,23 @@ class Trajectory:
 
     @staticmethod
     def concat(trajectories: list[Trajectory]) -> Trajectory:
-        """Join along the batch axis (dim 1; dim 0 for states). Policy version: the oldest."""
+        """Join along the batch axis (each declared shape's ``B``). Policy version: the oldest."""
         first = trajectories[0]
-        cat = lambda xs, axis=1: np.concatenate(xs, axis=axis)  # noqa: E731
+
+        def cat(name: str, axis: int):
+            return np.concatenate([getattr(t, name) for t in trajectories], axis=axis)
+
+        def cat_state(s: StateField):
+            if getattr(first, s.name) is None:
+                return None
+            axis = s.shape.index("B")
+            return tuple(np.concatenate([getattr(t, s.name)[i] for t in trajectories], axis=axis)
+                         for i in range(len(getattr(first, s.name))))
+
         return Trajectory(
-            obs={k: cat([t.obs[k] for t in trajectories]) for k in first.obs},
-            **{f: cat([getattr(t, f) for t in trajectories]) for f in Trajectory.STEP_FIELDS},
-            initial_state=tuple(cat([t.initial_state[i] for t in trajectories], 0)
-                                for i in range(len(first.initial_state))),
-            chunk_states=None if first.chunk_states is None else tuple(
-                cat([t.chunk_states[i] for t in trajectories], 1)
-                for i in range(len(first.chunk_states))),
+            obs={k: np.concatenate([t.obs[k] for t in trajectories], axis=1) for k in first.obs},
+            **{f.name: cat(f.name, f.shape.index("B")) for f in STEP_FIELDS},
+            **{s.name: cat_state(s) for s in STATE_FIELDS},
             policy_version=min(t.policy_version for t in trajectories),
             runner_id=first.runner_id,
             episodes=[e for t in trajectories for e in t.episodes],

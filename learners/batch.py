@@ -2,10 +2,11 @@
 
 The runners' ``Trajectory`` as the learner reads it.
 
-Every step field is time-major ``[T + 1, B]`` (``behaviour_logits`` ``[T + 1, B, A]``, each
-observation ``[T + 1, B, ...]``) on the learner's device, as ``envs/trajectory.py`` describes
-them; ``mask`` (1 = real step) exists when columns are padding. PPO (and IMPALA with
-``learner.impala.fixed_targets``) adds its targets, ``advantages``, ``returns`` and ``old_values``
+Every step field is time-major ``[T + 1, B, ...]`` on the learner's device, with the shape and
+dtype ``agents/steps.py`` declares (``behaviour_logits`` ``[T + 1, B, A]``, each observation
+``[T + 1, B, ...]``); the class takes its fields from that declaration. ``mask`` (1 = real
+step) exists when columns are padding. PPO (and IMPALA with ``learner.impala.fixed_targets``)
+adds its targets, ``advantages``, ``returns`` and ``old_values``
 (``[T, B]``; IMPALA also ``value_targets``), before its epochs (``learners/ppo.py``,
 ``learners/impala.py``); cut into chunks of ``k`` steps (``chunk_sequences``), every field is
 ``[k, C B]`` and ``steps`` is ``k``. The losses read attributes, never strings; ``map``
@@ -22,25 +23,20 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from agents.agent import STEP_KEYS
+from agents.steps import AGENT_INPUTS, with_step_fields
 
 
 @dataclass
+@with_step_fields("Tensor", states=("chunk_states",))
 class Batch:
-    """One batch of unrolls on the learner's device (the module docstring gives the shapes)."""
+    """One batch of unrolls on the learner's device (the module docstring gives the shapes).
+
+    Fields: ``obs``, every step field of ``agents.steps.STEP_FIELDS``, ``chunk_states`` (the
+    runner's core states before rows 0, k, 2k, ... ``[T / k, B, ...]``, when it recorded them),
+    then the learner's own below.
+    """
 
     obs: dict[str, Tensor]
-    last_action: Tensor
-    last_reward: Tensor
-    reset: Tensor
-    task_id: Tensor
-    action: Tensor
-    behaviour_logits: Tensor
-    behaviour_value: Tensor
-    reward: Tensor
-    terminated: Tensor
-    truncated: Tensor
-    final_value: Tensor
     mask: Tensor | None = None  # [T + 1, B]: 1 on real steps, 0 on padding columns
     # Targets fixed for an update's epochs (PPO's GAE; IMPALA's V-trace with
     # learner.impala.fixed_targets), [T, B]:
@@ -48,8 +44,6 @@ class Batch:
     returns: Tensor | None = None  # the value targets, in the head's value space
     old_values: Tensor | None = None  # values at the update's start (the value clip's centre)
     value_targets: Tensor | None = None  # IMPALA: V-trace vs at return scale (PopArt's statistics)
-    # The runner's core states before rows 0, k, 2k, ... [T / k, B, ...]:
-    chunk_states: tuple[Tensor, ...] | None = None
 
     @property
     def unroll_length(self) -> int:
@@ -66,7 +60,7 @@ class Batch:
 
     def inputs(self) -> dict[str, Tensor]:
         """What the agent reads: the observations and the step inputs, ``[T', B, ...]``."""
-        return {**self.obs, **{k: getattr(self, k) for k in STEP_KEYS}}
+        return {**self.obs, **{k: getattr(self, k) for k in AGENT_INPUTS}}
 
     def map(self, fn: Callable[[Tensor], Tensor]) -> Batch:
         """A new batch with ``fn`` applied to every tensor (absent optional fields stay absent)."""

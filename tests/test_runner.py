@@ -4,6 +4,7 @@ import numpy as np
 import torch
 
 from agents.config import AgentConfig
+from agents.steps import AGENT_INPUTS, STEP_FIELDS
 from envs.runner import EnvRunner, assign_tasks
 from envs.suites import EnvConfig
 
@@ -20,13 +21,16 @@ def test_unrolls_tile_the_stream():
     assert a.reset.shape == (7, 3) and a.obs["pixels"].shape == (7, 3, 3, 56, 56)
     for k in a.obs:
         np.testing.assert_array_equal(a.obs[k][-1], b.obs[k][0])
-    for f in ("action", "last_action", "last_reward", "reset", "behaviour_logits"):
+    # Row T's inputs and actions are b's row 0; what follows row T's action (the env-written
+    # fields and the final value) is written in b.
+    carried = [f.name for f in STEP_FIELDS if f.agent_input or f.writer == "act"]
+    assert {"action", "last_action", "last_reward", "reset", "behaviour_logits"} <= set(carried)
+    for f in carried:
         np.testing.assert_array_equal(getattr(a, f)[-1], getattr(b, f)[0])
     # b's initial state is the state before its row 0 = before a's row T.
     out = r.agent(
         {**{k: torch.from_numpy(v) for k, v in a.obs.items()},
-         **{k: torch.from_numpy(getattr(a, k))
-            for k in ("last_action", "last_reward", "reset", "task_id")}},
+         **{k: torch.from_numpy(getattr(a, k)) for k in AGENT_INPUTS}},
         tuple(torch.from_numpy(s) for s in a.initial_state),
     )[0]
     np.testing.assert_allclose(out.logits[-1].detach().numpy(), b.behaviour_logits[0], atol=1e-5)
