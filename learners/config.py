@@ -363,7 +363,7 @@ def validate(cfg: ExperimentConfig, runtime: bool = True) -> None:
     from agents.heads import HEADS
     from agents.torsos import TORSOS
     from envs.suites import ENVS, check_task_ids
-    from learners.algorithms import LEARNERS
+    from learners.algorithms import LEARNERS, fill_defaults
 
     def named(key: str, fn, *args):
         try:
@@ -372,10 +372,7 @@ def validate(cfg: ExperimentConfig, runtime: bool = True) -> None:
             raise ConfigError(f"{key}: {e.args[0]}" if key else e.args[0]) from None
 
     a = cfg.agent
-    algorithm = named("learner.name", LEARNERS.get, cfg.learner.name)
-    for key, value in algorithm.defaults.items():  # settings whose default depends on the algorithm
-        if getattr(cfg.learner, key) is None:
-            setattr(cfg.learner, key, value)
+    named("learner.name", fill_defaults, cfg.learner)  # settings the algorithm defaults
     named("env.suite", ENVS.get, cfg.env.suite)
     named("", check_task_ids, cfg.env)  # its message starts with the key
     a.torso_options = named("agent.torso", _resolve_options, TORSOS, a.torso, a.torso_options,
