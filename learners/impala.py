@@ -26,6 +26,14 @@ core's small gradients sit below eps and they move far slower than the head (REA
 "IMPALA on Pong").
 The behaviour policy's log-probabilities come from the trajectory's
 ``behaviour_logits``; the learner's values at row ``T`` bootstrap the unroll.
+
+This module gives IMPALA's targets (``impala_targets``) and loss (``impala_loss``); the update
+around them is the learner's (``Learner.fit``). The paper's learner makes one step per batch
+(``learner.epochs: 1``, ``learner.minibatches: 1``); ``minibatches: n`` splits the unrolls into
+``n`` random groups, one step each (Cleanba's ``num_minibatches``), and ``epochs: k`` passes
+over the batch ``k`` times, each step recomputing V-trace with the current weights against the
+actors' policy (the off-policy correction that lets IMPALA learn from replayed unrolls,
+Espeholt et al. 2018, section 5.2.1), unless the targets are fixed.
 """
 
 from __future__ import annotations
