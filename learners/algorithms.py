@@ -1,13 +1,25 @@
 """``LEARNERS``: the algorithms ``learner.name`` selects (docs/design.md, "Contracts").
 
-An algorithm says how the learner turns one batch into parameter updates, how the driver
-collects batches for it, and what it asks of the config:
+An algorithm is pure functions of tensors and its own config; the learner
+(``learners/learner.py``) owns the update around them (epochs, minibatches, chunks,
+forward, backward, clipping, the non-finite guard, PopArt, the optimizer step, the version).
+An entry says:
 
-- ``update(learner, batch, state) -> metrics``: the optimizer step(s) on one batch;
-- ``defaults["lock_step"]`` (``learner.lock_step``): every runner acts with one weights
-  version per batch (PPO, policy lag 0), or runners never wait and unrolls queue up for the
-  learner (IMPALA; V-trace corrects the lag); IMPALA may be run in lock-step
-  (synchronous, as A2C), PPO only so;
+- ``targets(out, batch, cfg, value_transform) -> batch``: the batch with its targets
+  (``advantages``, ``returns``, ``old_values``, ``value_targets``): V-trace, GAE;
+- ``loss(out, batch, cfg) -> (loss, metrics)``: the loss of one (mini)batch with targets;
+- ``fixed_targets(cfg)``: targets are computed once per batch at the update's start and kept
+  through its epochs (else before each step, from that step's output);
+- ``reads_output``: the once-per-batch targets read the agent's output at the update's start
+  (IMPALA's V-trace), or only the batch (PPO's GAE from the runners' values);
+- ``popart_from_last_pass``: PopArt's statistics move toward the value targets of the last
+  pass's minibatches (IMPALA), or toward the whole batch's fixed targets (PPO);
+- ``stop_early(metrics, cfg)`` (optional): end the epochs after this step (PPO's target_kl);
+- ``defaults``: the learner settings left unset (None) take these values
+  (``fill_defaults``); ``defaults.lock_step``: every runner acts with one weights version
+  per batch (PPO, policy lag 0), or runners never wait and unrolls queue up for the learner
+  (IMPALA; V-trace corrects the lag); IMPALA may be run in lock-step (synchronous, as A2C),
+  PPO only so;
 - ``unrolls_per_update(cfg)``: runner trajectories in one batch;
 - ``check(cfg)``: a sentence saying what to change in the config, or None.
 
@@ -16,22 +28,28 @@ A new algorithm is one loss file plus one entry here.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from agents.registry import Registry
-from learners.impala import impala_update
-from learners.ppo import ppo_update
+from learners import impala, ppo
+from learners.terms import AlgorithmDefaults
 
 
 @dataclass(frozen=True)
 class Algorithm:
-    """One ``LEARNERS`` entry: the four parts the module docstring lists."""
+    """One ``LEARNERS`` entry: the parts the module docstring lists."""
 
-    update: Callable  # (learner, batch, state) -> dict of metrics
+    targets: Callable  # (out | None, batch, cfg, value_transform) -> Batch with targets
+    loss: Callable  # (out, batch, cfg) -> (loss, metrics)
+    fixed_targets: Callable  # (cfg) -> bool
+    reads_output: bool
+    popart_from_last_pass: bool
+    defaults: AlgorithmDefaults
     unrolls_per_update: Callable  # (cfg) -> int
     check: Callable  # (cfg) -> Optional[str]
-    defaults: dict  # learner settings left unset (None) in the config take these values on load
+    stop_early: Callable | None = None  # (metrics, cfg) -> bool
 
 
 LEARNERS: Registry[Algorithm] = Registry("learner")
@@ -93,16 +111,31 @@ def _ppo_check(cfg) -> str | None:
     return None
 
 
+def fill_defaults(learner_cfg):
+    """Give the ``learner`` settings left unset (None) the algorithm's defaults; returns it.
+
+    ``learner_cfg``: a ``LearnerConfig``, changed in place. This is the one place the
+    algorithm's ``defaults`` reach a config: ``load_config`` calls it, and so may a test that
+    builds a ``LearnerConfig`` by hand. An unknown ``learner.name`` raises the registry's
+    KeyError (the list of valid names).
+    """
+    defaults = LEARNERS.get(learner_cfg.name).defaults
+    for f in dataclasses.fields(defaults):
+        if getattr(learner_cfg, f.name) is None:
+            setattr(learner_cfg, f.name, getattr(defaults, f.name))
+    return learner_cfg
+
+
 LEARNERS.register("impala")(Algorithm(
-    impala_update, check=_impala_check,
-    # The paper's: one step per batch on the loss summed over its steps (scalable_agent).
-    defaults=dict(lock_step=False, epochs=1, minibatches=1, normalize_advantages=False,
-                  loss_reduction="sum", clip_value=False),
+    targets=impala.impala_targets, loss=impala.impala_loss,
+    fixed_targets=lambda cfg: cfg.impala.fixed_targets, reads_output=True,
+    popart_from_last_pass=True, defaults=impala.DEFAULTS, check=_impala_check,
     unrolls_per_update=lambda cfg: cfg.learner.batch_size // cfg.runtime.envs_per_runner,
 ))
 LEARNERS.register("ppo")(Algorithm(
-    ppo_update, check=_ppo_check,
-    defaults=dict(lock_step=True, epochs=4, minibatches=4, normalize_advantages=True,
-                  loss_reduction="mean", clip_value=True),
+    targets=ppo.gae_targets, loss=ppo.ppo_loss,
+    fixed_targets=lambda cfg: True, reads_output=False,
+    popart_from_last_pass=False, defaults=ppo.DEFAULTS, check=_ppo_check,
+    stop_early=ppo.stop_early,
     unrolls_per_update=lambda cfg: max(cfg.runtime.num_runners, 1),
 ))

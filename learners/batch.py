@@ -6,12 +6,12 @@ Every step field is time-major ``[T + 1, B, ...]`` on the learner's device, with
 dtype ``agents/steps.py`` declares (``behaviour_logits`` ``[T + 1, B, A]``, each observation
 ``[T + 1, B, ...]``); the class takes its fields from that declaration. ``mask`` (1 = real
 step) exists when columns are padding. PPO (and IMPALA with ``learner.impala.fixed_targets``)
-adds its targets, ``advantages``, ``returns`` and ``old_values``
-(``[T, B]``; IMPALA also ``value_targets``), before its epochs (``learners/ppo.py``,
-``learners/impala.py``); cut into chunks of ``k`` steps (``chunk_sequences``), every field is
-``[k, C B]`` and ``steps`` is ``k``. The losses read attributes, never strings; ``map``
-applies one function to every tensor (cutting chunks, picking minibatch columns, moving
-devices).
+adds its targets, ``advantages``, ``returns`` and ``old_values`` (``[T, B]``; IMPALA also
+``value_targets``), before its epochs (``gae_targets`` in ``learners/ppo.py``,
+``impala_targets`` in ``learners/impala.py``, called by the learner); cut into chunks of
+``k`` steps (``chunk_sequences``), every field is ``[k, C B]`` and ``steps`` is ``k``. The
+losses read attributes, never strings; ``map`` applies one function to every tensor
+(cutting chunks, picking minibatch columns, moving devices).
 """
 
 from __future__ import annotations
@@ -99,13 +99,15 @@ def minibatches(batch: Batch, state: tuple, n: int, generator: torch.Generator |
 
 
 @torch.no_grad()
-def chunk_sequences(learner, batch: Batch, state: tuple, k: int) -> tuple[Batch, tuple]:
+def chunk_sequences(batch: Batch, state: tuple, k: int,
+                    agent: Callable | None = None) -> tuple[Batch, tuple]:
     """Cut ``[T (+1), B]`` sequences into ``T / k`` chunks of ``k`` rows: ``[k, (T / k) B]``.
 
     Chunk-major: column ``c B + b`` is chunk ``c`` of env ``b``. Returns the chunks with the
     core state before each chunk: the runners' own (``batch.chunk_states``, recorded while
-    acting) when they carry them, else from one pass of the current agent over the batch (the
-    same states for a lock-step batch, up to float rounding).
+    acting) when they carry them, else from one pass of ``agent`` (``(inputs, state) ->
+    (output, state)``, the learner's current agent) over the batch (the same states for a
+    lock-step batch, up to float rounding).
     """
     T = batch.steps
     starts = range(0, T, k)
@@ -114,8 +116,11 @@ def chunk_sequences(learner, batch: Batch, state: tuple, k: int) -> tuple[Batch,
     if stored is not None and stored[0].shape[0] == len(starts):
         # [C, B, ...] -> [C B, ...], chunk-major
         return chunks, tuple(s.reshape(-1, *s.shape[2:]) for s in stored)
+    if agent is None:
+        raise ValueError("chunk_sequences: the batch carries no core states at the chunk "
+                         "starts, so it needs the agent to compute them")
     states = []
     for c in starts:
         states.append(state)
-        _, state = learner.agent(batch.map(lambda v, c=c: v[c : c + k]).inputs(), state)
+        _, state = agent(batch.map(lambda v, c=c: v[c : c + k]).inputs(), state)
     return chunks, tuple(torch.cat([s[i] for s in states], dim=0) for i in range(len(state)))

@@ -107,14 +107,15 @@ class LearnerConfig:
     reward_clip: Literal["none", "clip", "soft_asymmetric"] = "clip"
     lambda_: float = 1.0  # V-trace lambda / GAE lambda
 
-    # Both losses; their defaults come from the algorithm (learners/algorithms.py):
+    # Both losses. Unset (None): the algorithm's default, its DEFAULTS beside its loss
+    # (learners/impala.py, learners/ppo.py), filled in on load (learners.algorithms.fill_defaults):
 
-    # runners wait for each update, so every batch is on-policy; default: PPO yes, IMPALA no
+    # runners wait for each update, so every batch is on-policy (PPO: must)
     lock_step: bool | None = None
-    epochs: int | None = None  # passes over each batch; default: PPO 4, IMPALA 1 (the paper's)
-    # steps per pass, each on a random group of whole sequences; default: PPO 4, IMPALA 1
+    epochs: int | None = None  # passes over each batch
+    # steps per pass, each on a random group of whole sequences
     minibatches: int | None = None
-    # advantages / their std per (mini)batch; default: on for PPO, off for IMPALA
+    # advantages / their std per (mini)batch
     normalize_advantages: bool | None = None
     # loss over the (mini)batch's steps: sum (IMPALA's paper) or mean (PPO); sets what
     # optimizer.eps and max_grad_norm mean
@@ -123,8 +124,8 @@ class LearnerConfig:
     # unrolls; IMPALA: with impala.fixed_targets)
     recurrence: int = 0
     clip_eps: float = 0.1  # PPO's ratio clip; the value clip's half-width when clip_value
-    # clip the value update around the update's starting values; default: PPO yes, IMPALA no
-    # (IMPALA: with impala.fixed_targets)
+    # clip the value update around the update's starting values (IMPALA: with
+    # impala.fixed_targets)
     clip_value: bool | None = None
 
     popart: bool = False  # per-task PopArt value normalisation (Hessel et al. 2019)
@@ -363,7 +364,7 @@ def validate(cfg: ExperimentConfig, runtime: bool = True) -> None:
     from agents.heads import HEADS
     from agents.torsos import TORSOS
     from envs.suites import ENVS, check_task_ids
-    from learners.algorithms import LEARNERS
+    from learners.algorithms import LEARNERS, fill_defaults
 
     def named(key: str, fn, *args):
         try:
@@ -372,10 +373,7 @@ def validate(cfg: ExperimentConfig, runtime: bool = True) -> None:
             raise ConfigError(f"{key}: {e.args[0]}" if key else e.args[0]) from None
 
     a = cfg.agent
-    algorithm = named("learner.name", LEARNERS.get, cfg.learner.name)
-    for key, value in algorithm.defaults.items():  # settings whose default depends on the algorithm
-        if getattr(cfg.learner, key) is None:
-            setattr(cfg.learner, key, value)
+    named("learner.name", fill_defaults, cfg.learner)  # settings the algorithm defaults
     named("env.suite", ENVS.get, cfg.env.suite)
     named("", check_task_ids, cfg.env)  # its message starts with the key
     a.torso_options = named("agent.torso", _resolve_options, TORSOS, a.torso, a.torso_options,

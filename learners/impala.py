@@ -26,20 +26,27 @@ core's small gradients sit below eps and they move far slower than the head (REA
 "IMPALA on Pong").
 The behaviour policy's log-probabilities come from the trajectory's
 ``behaviour_logits``; the learner's values at row ``T`` bootstrap the unroll.
+
+This module gives IMPALA's targets (``impala_targets``) and loss (``impala_loss``); the update
+around them is the learner's (``Learner.fit``). The paper's learner makes one step per batch
+(``learner.epochs: 1``, ``learner.minibatches: 1``); ``minibatches: n`` splits the unrolls into
+``n`` random groups, one step each (Cleanba's ``num_minibatches``), and ``epochs: k`` passes
+over the batch ``k`` times, each step recomputing V-trace with the current weights against the
+actors' policy (the off-policy correction that lets IMPALA learn from replayed unrolls,
+Espeholt et al. 2018, section 5.2.1), unless the targets are fixed.
 """
 
 from __future__ import annotations
 
-import collections
 from dataclasses import dataclass
 from typing import NamedTuple
 
-import numpy as np
 import torch
 
-from learners.batch import Batch, chunk_sequences, minibatches
+from learners.batch import Batch
 from learners.returns import vtrace
 from learners.terms import (
+    AlgorithmDefaults,
     action_log_probs,
     batch_mask,
     entropy_term,
@@ -69,13 +76,17 @@ class ImpalaConfig:
     fixed_targets: bool = False
 
 
+# The paper's: one step per batch on the loss summed over its steps (scalable_agent);
+# runners never wait for the learner (V-trace corrects their lag).
+DEFAULTS = AlgorithmDefaults(lock_step=False, epochs=1, minibatches=1,
+                             normalize_advantages=False, loss_reduction="sum", clip_value=False)
+
+
 class LossOutput(NamedTuple):
-    """What ``impala_loss`` returns: the scalar loss, its metrics and V-trace's targets."""
+    """What ``impala_loss`` returns: the scalar loss and its metrics."""
 
     loss: torch.Tensor
     metrics: dict
-    # V-trace vs [T, B] ([k, B'] in chunks) at return scale (PopArt's statistics move toward them)
-    value_targets: torch.Tensor
 
 
 def log_probs(out, batch: Batch):
@@ -93,10 +104,9 @@ def log_probs(out, batch: Batch):
 def vtrace_targets(out, batch: Batch, cfg, log_rhos, value_transform=None):
     """V-trace for ``out``'s values (all ``T + 1`` rows) with importance weights ``log_rhos``.
 
-    Returns ``(returns, vs, pg_adv)``, with ``vs`` and ``pg_adv`` in the head's value space
-    (PopArt-normalised when ``value_transform``) and ``pg_adv`` as the loss uses it (divided
-    by the clipped rho when ``surrogate_clip``, whose ratio carries the importance weight
-    instead).
+    Returns ``(returns, vs, pg_adv)``: ``returns`` as ``learners.returns.vtrace`` gives them
+    (return scale), ``vs`` and ``pg_adv`` in the head's value space (PopArt-normalised when
+    ``value_transform``).
     """
     T = batch.unroll_length
     task = batch.task_id
@@ -114,33 +124,58 @@ def vtrace_targets(out, batch: Batch, cfg, log_rhos, value_transform=None):
     pg_adv, vs = returns.pg_advantages, returns.vs
     if value_transform is not None:
         vs, pg_adv = value_transform.normalize_targets(vs, pg_adv, task)
-    if cfg.impala.surrogate_clip:  # the ratio below carries the importance weight: not V-trace
-        pg_adv = pg_adv / log_rhos.exp().clamp(max=cfg.impala.clip_pg_rho_threshold)
     return returns, vs, pg_adv
 
 
-def impala_loss(out, batch: Batch, cfg, value_transform=None) -> LossOutput:
-    """The IMPALA loss of one batch or minibatch: ``LossOutput(loss, metrics, value_targets)``.
+def policy_advantages(pg_adv: torch.Tensor, log_rhos: torch.Tensor, cfg) -> torch.Tensor:
+    """The advantages ``[T, B]`` the policy term weighs: V-trace's, or the surrogate's.
+
+    With ``learner.impala.surrogate_clip`` the surrogate's ratio ``pi / mu`` carries the
+    importance weight, so V-trace's advantage is divided by the clipped rho it already
+    holds. The division uses the rhos of the targets' own pass (``log_rhos`` [T, B]): with
+    ``learner.impala.fixed_targets`` those of the weights at the update's start, which the
+    minibatches' losses no longer see.
+    """
+    if not cfg.impala.surrogate_clip:
+        return pg_adv
+    return pg_adv / log_rhos.exp().clamp(max=cfg.impala.clip_pg_rho_threshold)
+
+
+@torch.no_grad()
+def impala_targets(out, batch: Batch, cfg, value_transform=None) -> Batch:
+    """The batch with V-trace targets from ``out``: IMPALA's targets (no gradient).
+
+    ``out``: the agent's output over all ``T + 1`` rows of ``batch``. The learner calls this
+    once per batch with the weights at the update's start (``learner.impala.fixed_targets``,
+    kept through epochs and minibatches as PPO keeps its GAE), or before each step's loss
+    with that step's output (the paper's). Adds ``advantages`` (the policy term's,
+    ``policy_advantages``), ``returns`` (``vs`` in the head's value space), ``old_values``
+    (the values themselves, the centre of ``learner.clip_value``) and ``value_targets``
+    (``vs`` at return scale, for PopArt's statistics), each [T, B]. Recomputed at every step
+    the values the same steps fit to this batch's returns shrink its advantages to what they
+    failed to fit, which normalisation then scales back up to unit size.
+    """
+    log_rhos = log_probs(out, batch)[2]
+    returns, vs, pg_adv = vtrace_targets(out, batch, cfg, log_rhos, value_transform)
+    T = batch.unroll_length
+    return batch.replace(advantages=policy_advantages(pg_adv, log_rhos, cfg), returns=vs,
+                         old_values=out.value[:T].detach(), value_targets=returns.vs)
+
+
+def impala_loss(out, batch: Batch, cfg) -> LossOutput:
+    """The IMPALA loss of one batch or minibatch: ``LossOutput(loss, metrics)``.
 
     ``out``: the agent's output over all ``T + 1`` rows (``logits [T+1, B, A]``,
     ``value [T+1, B]``), or over a chunk's ``k`` rows when the batch was cut into chunks
-    (``batch.steps``); ``batch``: the trajectory as tensors; ``cfg``: the learner config.
-
-    ``value_transform`` (PopArt) maps the head's normalised values to returns and the
-    V-trace targets back; identity when absent. A batch that carries ``advantages`` and
-    ``returns`` (``learner.impala.fixed_targets``: V-trace computed once per batch) uses them
-    instead of V-trace from ``out``'s values.
+    (``batch.steps``); ``batch``: the trajectory as tensors with ``impala_targets``'s
+    targets; ``cfg``: the learner config, the algorithm's defaults filled in.
     """
     T = batch.steps
     mask = batch_mask(batch, T)
-    how = cfg.loss_reduction or "sum"
+    how = cfg.loss_reduction
     logits, values = out.logits[:T], out.value[:T]
     target_logp, behaviour_logp, log_rhos = log_probs(out, batch)
-    if batch.advantages is not None:  # fixed for the whole update (impala.fixed_targets)
-        pg_adv, vs, value_targets = batch.advantages, batch.returns, batch.value_targets
-    else:
-        returns, vs, pg_adv = vtrace_targets(out, batch, cfg, log_rhos, value_transform)
-        value_targets = returns.vs
+    pg_adv, vs = batch.advantages, batch.returns
     if cfg.normalize_advantages:  # off by default for IMPALA (the paper's loss); as PPO's when on
         pg_adv = normalize(pg_adv, mask)
     if cfg.impala.surrogate_clip:
@@ -168,61 +203,4 @@ def impala_loss(out, batch: Batch, cfg, value_transform=None) -> LossOutput:
                      if (rho_bar := cfg.impala.clip_rho_threshold) else torch.tensor(0.0),
         "value_mean": (values.detach() * mask).sum() / mask.sum(),
     }
-    return LossOutput(loss, metrics, value_targets)
-
-
-@torch.no_grad()
-def with_fixed_targets(learner, batch: Batch, state: tuple) -> Batch:
-    """The batch plus V-trace targets from the weights at the update's start.
-
-    With ``learner.impala.fixed_targets`` they are kept through the update's epochs and minibatches,
-    as PPO keeps its GAE (``advantages``: the policy gradient's, ``returns``: ``vs`` in the
-    head's value space, ``old_values``: the values themselves, for ``learner.clip_value``,
-    ``value_targets``: ``vs`` at return scale for PopArt's statistics). Recomputed at every
-    step instead (the default), the values the same steps fit to this batch's returns shrink
-    its advantages to what they failed to fit, which normalisation then scales back up to
-    unit size.
-    """
-    out = learner.forward(batch, state)
-    returns, vs, pg_adv = vtrace_targets(out, batch, learner.lcfg, log_probs(out, batch)[2],
-                                         learner.popart)
-    T = batch.unroll_length
-    return batch.replace(advantages=pg_adv, returns=vs, old_values=out.value[:T],
-                         value_targets=returns.vs)
-
-
-def impala_update(learner, batch: Batch, state: tuple) -> dict:
-    """RMSProp (or Adam) steps on the batch; PopArt statistics move after them.
-
-    The paper's learner makes one step per batch (``learner.epochs: 1``,
-    ``learner.minibatches: 1``, IMPALA's defaults). ``minibatches: n`` splits the batch's
-    unrolls into ``n`` random groups, one step each, as Cleanba's IMPALA does
-    (``num_minibatches``); ``epochs: k`` passes over the batch ``k`` times, each step
-    recomputing V-trace with the current weights against the actors' behaviour policy
-    (the off-policy correction that lets IMPALA learn from replayed unrolls, Espeholt et al.
-    2018, section 5.2.1). Either gives more updates per frame. With fixed targets,
-    ``learner.recurrence: k`` cuts the unrolls into chunks of ``k`` steps for the minibatches,
-    as PPO does (``learners/ppo.py``).
-    """
-    cfg = learner.lcfg
-    if cfg.impala.fixed_targets:
-        batch = with_fixed_targets(learner, batch, state)
-        if cfg.recurrence and cfg.recurrence < batch.steps:
-            batch, state = chunk_sequences(learner, batch, state, cfg.recurrence)
-    history = collections.defaultdict(list)
-    generator = torch.Generator().manual_seed(learner.cfg.run.seed * 7 + learner.version)
-    for _ in range(cfg.epochs):
-        last_targets = []
-        for mb, mb_state in minibatches(batch, state, cfg.minibatches, generator):
-            loss, metrics, targets = impala_loss(learner.forward(mb, mb_state), mb, cfg,
-                                                 learner.popart)
-            metrics["grad_norm"] = learner.step(loss)
-            last_targets.append((targets, mb.task_id))
-            for k, v in metrics.items():
-                history[k].append(float(v))
-    result = {k: float(np.mean(v)) for k, v in history.items()}
-    if learner.popart is not None and not learner.step_skipped:
-        # The last pass's targets, at return scale, for the whole batch.
-        result.update(learner.popart.update(torch.cat([t for t, _ in last_targets], 1),
-                                            torch.cat([task for _, task in last_targets], 1)))
-    return result
+    return LossOutput(loss, metrics)

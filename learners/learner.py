@@ -1,6 +1,10 @@
 """The Learner: turns batches of trajectories into parameter updates (docs/design.md).
 
-It owns the model, optimizer, learning-rate schedule, PopArt statistics and step counters.
+It owns the model, optimizer, learning-rate schedule, PopArt statistics and step counters,
+and the update itself (``fit``): targets, epochs, minibatches, chunks, forward, backward,
+clipping, the non-finite guard, PopArt's statistics, the optimizer step and the version. The
+algorithm (``learners/algorithms.py``) supplies only its targets and its loss, pure functions
+of tensors and the config.
 
 It is a plain class: learners/fleet.py wraps it in a Ray actor (asking for a GPU when
 ``learner.device`` wants one) or, with ``runtime.num_runners: 0``, calls it in-process.
@@ -16,6 +20,7 @@ live tensors (``to_cpu``), whatever its device.
 
 from __future__ import annotations
 
+import collections
 import time
 
 import numpy as np
@@ -24,7 +29,7 @@ import torch
 from agents.agent import Agent
 from envs.trajectory import Trajectory
 from learners.algorithms import LEARNERS
-from learners.batch import Batch
+from learners.batch import Batch, chunk_sequences, minibatches
 from learners.config import ConfigError
 from learners.optim import RMSpropTF
 from learners.schedule import lr_at
@@ -220,13 +225,67 @@ class Learner:
         self.optimizer.step()
         return float(grad_norm)
 
+    def fit(self, batch: Batch, state: tuple) -> dict:
+        """The optimizer steps of one update on ``batch`` from core ``state``; returns metrics.
+
+        The algorithm's targets are computed once, from the weights at the update's start,
+        when it fixes them (PPO's GAE; IMPALA with ``learner.impala.fixed_targets``), and the
+        batch may then be cut into chunks of ``learner.recurrence`` steps, each started from
+        the core state stored at its first row; otherwise before each step, from that step's
+        output (the paper's IMPALA). ``learner.epochs`` passes of ``learner.minibatches``
+        steps each follow, minibatches drawn with a generator seeded by the run's seed and
+        the version (``run.seed * 7 + version``), so a resumed run draws the same ones. The
+        algorithm may end the epochs early (PPO's ``target_kl``). PopArt's statistics move
+        after the steps, unless one was skipped (``step``).
+        """
+        algorithm, cfg, popart = LEARNERS.get(self.lcfg.name), self.lcfg, self.popart
+        fixed = algorithm.fixed_targets(cfg)
+        batch_targets = None
+        if fixed:
+            with torch.no_grad():
+                out = self.forward(batch, state) if algorithm.reads_output else None
+                batch = algorithm.targets(out, batch, cfg, popart)
+            batch_targets = (batch.value_targets, batch.task_id)
+            if cfg.recurrence and cfg.recurrence < batch.steps:
+                batch, state = chunk_sequences(batch, state, cfg.recurrence, self.agent)
+        history = collections.defaultdict(list)
+        generator = torch.Generator().manual_seed(self.cfg.run.seed * 7 + self.version)
+        stop, epochs_done = False, 0
+        for _ in range(cfg.epochs):
+            epochs_done += 1
+            last_pass = []
+            for mb, mb_state in minibatches(batch, state, cfg.minibatches, generator):
+                out = self.forward(mb, mb_state)
+                if not fixed:
+                    mb = algorithm.targets(out, mb, cfg, popart)
+                loss, metrics = algorithm.loss(out, mb, cfg)
+                metrics["grad_norm"] = self.step(loss)
+                last_pass.append((mb.value_targets, mb.task_id))
+                for k, v in metrics.items():
+                    history[k].append(float(v))
+                if algorithm.stop_early is not None and algorithm.stop_early(metrics, cfg):
+                    stop = True
+                    break
+            if stop:
+                break
+        result = {k: float(np.mean(v)) for k, v in history.items()}
+        if algorithm.stop_early is not None:
+            result["epochs_done"] = epochs_done
+        if popart is not None and not self.step_skipped:
+            # Return-scale targets: the last pass's minibatches', joined, or the whole batch's.
+            targets, task = (
+                (torch.cat([t for t, _ in last_pass], 1), torch.cat([k for _, k in last_pass], 1))
+                if algorithm.popart_from_last_pass else batch_targets)
+            result.update(popart.update(targets, task))
+        return result
+
     def update(self, *trajectories: Trajectory) -> dict:
         """One learner update on a batch made of ``trajectories``; returns metrics (floats)."""
         start = time.perf_counter()
         lags = [self.version - t.policy_version for t in trajectories]
         batch, state = self.to_batch(list(trajectories))
         self.step_skipped = False
-        metrics = LEARNERS.get(self.lcfg.name).update(self, batch, state)
+        metrics = self.fit(batch, state)
         T, B = batch.unroll_length, batch.reset.shape[1]
         self.frames += T * B * self.frames_per_step
         self.version += 1

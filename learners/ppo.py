@@ -27,15 +27,14 @@ Metrics share names with IMPALA;
 
 from __future__ import annotations
 
-import collections
 from dataclasses import dataclass
 
-import numpy as np
 import torch
 
-from learners.batch import Batch, chunk_sequences, minibatches
+from learners.batch import Batch
 from learners.returns import gae
 from learners.terms import (
+    AlgorithmDefaults,
     action_log_probs,
     batch_mask,
     entropy_term,
@@ -57,12 +56,19 @@ class PPOConfig:
     target_kl: float = 0.0  # stop an update's epochs once approx KL exceeds this (0 = off)
 
 
+# Kostrikov's and CleanRL's PPO: on-policy lock-step batches, 4 epochs x 4 minibatches,
+# advantages normalised per minibatch, the loss averaged over the steps, the value clip on.
+DEFAULTS = AlgorithmDefaults(lock_step=True, epochs=4, minibatches=4,
+                             normalize_advantages=True, loss_reduction="mean", clip_value=True)
+
+
 def ppo_loss(out, batch: Batch, cfg) -> tuple[torch.Tensor, dict]:
     """PPO's loss (module docstring) on one batch or minibatch: ``(loss, metrics)``.
 
     ``out`` over at least ``T`` rows (``T + 1`` for whole unrolls, ``k`` for chunks);
-    ``batch`` carries ``advantages`` and ``returns`` [T, B]
-    (targets in the head's value space) besides the trajectory fields.
+    ``batch`` carries ``gae_targets``'s ``advantages``, ``returns`` and ``old_values`` [T, B]
+    (in the head's value space) besides the trajectory fields; ``cfg``: the learner config,
+    the algorithm's defaults filled in.
     """
     T = batch.steps
     mask = batch_mask(batch, T)
@@ -72,16 +78,16 @@ def ppo_loss(out, batch: Batch, cfg) -> tuple[torch.Tensor, dict]:
     log_ratio = logp - old_logp
     ratio = log_ratio.exp()
     adv = batch.advantages
-    if cfg.normalize_advantages is not False:  # PPO's default: on
+    if cfg.normalize_advantages:
         adv = normalize(adv, mask)
     eps = cfg.clip_eps
     surrogate = torch.max(-adv * ratio, -adv * ratio.clamp(1.0 - eps, 1.0 + eps))
-    how = cfg.loss_reduction or "mean"
+    how = cfg.loss_reduction
     policy_loss = reduce(surrogate, mask, how)
 
     values = out.value[:T]
     value_loss = value_term(values, batch.returns, mask, how, batch.old_values,
-                            eps if cfg.clip_value is not False else 0.0)  # PPO's default: on
+                            eps if cfg.clip_value else 0.0)
     entropy_loss, mean_entropy = entropy_term(out.logits[:T], mask, how)
     loss = policy_loss + cfg.baseline_cost * value_loss + cfg.entropy_cost * entropy_loss
     with torch.no_grad():
@@ -96,11 +102,14 @@ def ppo_loss(out, batch: Batch, cfg) -> tuple[torch.Tensor, dict]:
     return loss, metrics
 
 
-def add_advantages(batch: Batch, cfg, value_transform=None) -> Batch:
-    """GAE targets from the values the runners recorded, in a new batch.
+def gae_targets(out, batch: Batch, cfg, value_transform=None) -> Batch:
+    """The batch with GAE targets from the values the runners recorded: PPO's targets.
 
-    The new batch has ``advantages``, ``returns`` and ``old_values`` ([T, B]; returns in the
-    head's value space).
+    ``out`` is not read (the runners' values are those of this update's weights, all acting
+    with one version), so the learner passes None. The new batch has ``advantages``,
+    ``returns`` and ``old_values`` [T, B] (returns in the head's value space) and, with
+    ``value_transform`` (PopArt), ``value_targets``: the returns at return scale, which
+    PopArt's statistics move toward after the epochs.
     """
     T = batch.unroll_length
     values = batch.behaviour_value
@@ -110,38 +119,19 @@ def add_advantages(batch: Batch, cfg, value_transform=None) -> Batch:
         final_value = value_transform.denormalize(batch.final_value, batch.task_id)[:T]
     rewards, discounts = step_targets(batch, cfg.gamma, cfg.reward_clip, final_value)
     adv, returns = gae(rewards, values[:T], values[T], discounts, lambda_=cfg.lambda_)
+    value_targets = None
     if value_transform is not None:
         returns, adv = value_transform.normalize_targets(returns, adv, batch.task_id)
-    return batch.replace(advantages=adv, returns=returns, old_values=batch.behaviour_value[:T])
+        value_targets = value_transform.denormalize(returns, batch.task_id)
+    return batch.replace(advantages=adv, returns=returns, old_values=batch.behaviour_value[:T],
+                         value_targets=value_targets)
 
 
-def ppo_update(learner, batch: Batch, state: tuple) -> dict:
-    """Epochs of minibatch SGD on one lock-step batch; optional early stop on ``target_kl``."""
-    cfg = learner.lcfg
-    batch = add_advantages(batch, cfg, learner.popart)
-    task = batch.task_id
-    # PopArt's statistics move toward the GAE returns at return scale, after the epochs.
-    targets = None if learner.popart is None else learner.popart.denormalize(batch.returns, task)
-    if cfg.recurrence and cfg.recurrence < batch.advantages.shape[0]:
-        batch, state = chunk_sequences(learner, batch, state, cfg.recurrence)
-    history = collections.defaultdict(list)
-    generator = torch.Generator().manual_seed(learner.cfg.run.seed * 7 + learner.version)
-    stop, epochs_done = False, 0
-    for _ in range(cfg.epochs):
-        epochs_done += 1
-        for mb, mb_state in minibatches(batch, state, cfg.minibatches, generator):
-            out = learner.forward(mb, mb_state)
-            loss, metrics = ppo_loss(out, mb, cfg)
-            metrics["grad_norm"] = learner.step(loss)
-            for k, v in metrics.items():
-                history[k].append(float(v))
-            if cfg.ppo.target_kl and metrics["approx_kl"] > cfg.ppo.target_kl:
-                stop = True
-                break
-        if stop:
-            break
-    result = {k: float(np.mean(v)) for k, v in history.items()}
-    result["epochs_done"] = epochs_done
-    if learner.popart is not None and not learner.step_skipped:
-        result.update(learner.popart.update(targets, task))
-    return result
+def add_advantages(batch: Batch, cfg, value_transform=None) -> Batch:
+    """``gae_targets`` of ``batch`` (which reads no agent output)."""
+    return gae_targets(None, batch, cfg, value_transform)
+
+
+def stop_early(metrics: dict, cfg) -> bool:
+    """End the update's epochs after this step: its approx KL passed ``learner.ppo.target_kl``."""
+    return bool(cfg.ppo.target_kl and metrics["approx_kl"] > cfg.ppo.target_kl)

@@ -12,10 +12,30 @@ Kostrikov's and CleanRL's implementations).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Literal
+
 import torch
 import torch.nn.functional as F
 
 from learners.batch import Batch
+
+
+@dataclass(frozen=True)
+class AlgorithmDefaults:
+    """The learner settings whose default depends on the algorithm, as one algorithm sets them.
+
+    Each algorithm declares one (``DEFAULTS`` beside its loss); a ``learner`` setting left
+    unset (None) in a config takes the chosen algorithm's value on load
+    (``learners.algorithms.fill_defaults``), and the run saves the value it took.
+    """
+
+    lock_step: bool  # runners act with one weights version per batch
+    epochs: int  # passes over each batch
+    minibatches: int  # steps per pass, each on a random group of whole sequences
+    normalize_advantages: bool  # advantages / their std per (mini)batch
+    loss_reduction: Literal["sum", "mean"]  # the loss over the (mini)batch's steps
+    clip_value: bool  # clip the value update around the update's starting values
 
 
 def clip_rewards(rewards: torch.Tensor, mode: str) -> torch.Tensor:

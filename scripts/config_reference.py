@@ -142,7 +142,7 @@ def render() -> str:
 
     by_algorithm = {}
     for name in LEARNERS.names():
-        for key, value in LEARNERS.get(name).defaults.items():
+        for key, value in dataclasses.asdict(LEARNERS.get(name).defaults).items():
             by_algorithm.setdefault(key, []).append(f"{name}: {_show(value)}")
     notes: dict = {"_by_algorithm": {k: ", ".join(v) for k, v in by_algorithm.items()}}
     for suite, keys in SUITE_KEYS.items():

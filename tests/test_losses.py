@@ -4,12 +4,22 @@ import pytest
 import torch
 
 from agents.agent import AgentOutput
+from learners.algorithms import fill_defaults
 from learners.batch import Batch
 from learners.config import LearnerConfig
-from learners.impala import ImpalaConfig, impala_loss
+from learners.impala import ImpalaConfig, impala_loss, impala_targets
 from learners.returns import vtrace
 from learners.terms import action_log_probs, clip_rewards, step_targets
 from tests.conftest import random_batch
+
+
+def loss_of(out, batch, cfg):
+    """IMPALA's loss with V-trace from ``out`` (the paper's per-step targets).
+
+    ``cfg`` gets IMPALA's defaults for the settings it leaves unset, as a loaded config has.
+    """
+    cfg = fill_defaults(cfg)
+    return impala_loss(out, impala_targets(out, batch, cfg), cfg)
 
 
 def batch_and_output(T=5, B=4, A=3, seed=0):
@@ -23,13 +33,13 @@ def batch_and_output(T=5, B=4, A=3, seed=0):
 def test_padding_columns_change_nothing():
     cfg = LearnerConfig(reward_clip="none")
     batch, out = batch_and_output()
-    loss, metrics = impala_loss(out, Batch.from_dict(batch), cfg)[:2]
+    loss, metrics = loss_of(out, Batch.from_dict(batch), cfg)[:2]
     # Pad with 3 garbage columns masked out.
     pb, po = batch_and_output(B=3, seed=9)
     padded = {k: torch.cat([batch[k], pb[k]], dim=1) for k in batch}
     padded["mask"] = torch.cat([torch.ones(6, 4), torch.zeros(6, 3)], dim=1)
     pout = AgentOutput(*(torch.cat([a, b], dim=1) for a, b in zip(out, po)))
-    ploss, pmetrics = impala_loss(pout, Batch.from_dict(padded), cfg)[:2]
+    ploss, pmetrics = loss_of(pout, Batch.from_dict(padded), cfg)[:2]
     torch.testing.assert_close(loss, ploss)
     for k in ("policy_loss", "value_loss", "entropy"):
         torch.testing.assert_close(metrics[k], pmetrics[k])
@@ -38,7 +48,7 @@ def test_padding_columns_change_nothing():
 def test_loss_equals_hand_computation():
     cfg = LearnerConfig(reward_clip="none", gamma=0.9, entropy_cost=0.02, baseline_cost=0.5)
     batch, out = batch_and_output()
-    loss, _ = impala_loss(out, Batch.from_dict(batch), cfg)[:2]
+    loss, _ = loss_of(out, Batch.from_dict(batch), cfg)[:2]
     T = 5
     logp = torch.log_softmax(out.logits[:T], -1)
     blogp = torch.log_softmax(batch["behaviour_logits"][:T], -1)
@@ -58,10 +68,10 @@ def test_mean_reduction_is_the_sum_over_the_real_steps():
     batch, out = batch_and_output()
     batch["mask"] = torch.ones(6, 4)
     batch["mask"][:, 3] = 0.0  # one padding column: 5 x 3 = 15 real steps
-    summed = impala_loss(out, Batch.from_dict(batch),
-                         LearnerConfig(reward_clip="none", loss_reduction="sum"))
-    mean = impala_loss(out, Batch.from_dict(batch),
-                       LearnerConfig(reward_clip="none", loss_reduction="mean"))
+    summed = loss_of(out, Batch.from_dict(batch),
+                     LearnerConfig(reward_clip="none", loss_reduction="sum"))
+    mean = loss_of(out, Batch.from_dict(batch),
+                   LearnerConfig(reward_clip="none", loss_reduction="mean"))
     torch.testing.assert_close(mean.loss, summed.loss / 15)
     for k in ("policy_loss", "value_loss"):
         torch.testing.assert_close(mean.metrics[k], summed.metrics[k] / 15)
@@ -73,22 +83,26 @@ def test_fixed_targets_are_the_per_step_targets_at_the_first_step():
     A batch carrying V-trace from the same weights gives the loss and gradient of recomputing it
     (what differs is only the later steps of an update).
     """
-    from learners.impala import log_probs, vtrace_targets
+    from learners.impala import log_probs, policy_advantages, vtrace_targets
 
-    cfg = LearnerConfig(reward_clip="none", normalize_advantages=True,
-                        impala=ImpalaConfig(surrogate_clip=0.2), loss_reduction="mean")
+    cfg = fill_defaults(LearnerConfig(reward_clip="none", normalize_advantages=True,
+                                      impala=ImpalaConfig(surrogate_clip=0.2),
+                                      loss_reduction="mean"))
     batch, out = batch_and_output()
     b = Batch.from_dict(batch)
-    per_step = impala_loss(out, b, cfg)
+    per_step_batch = impala_targets(out, b, cfg)
+    per_step = impala_loss(out, per_step_batch, cfg)
     grads = torch.autograd.grad(per_step.loss, [out.logits, out.value])
     with torch.no_grad():
-        returns, vs, pg_adv = vtrace_targets(out, b, cfg, log_probs(out, b)[2])
-    fixed = impala_loss(out, b.replace(advantages=pg_adv, returns=vs, value_targets=returns.vs),
-                        cfg)
+        log_rhos = log_probs(out, b)[2]
+        returns, vs, pg_adv = vtrace_targets(out, b, cfg, log_rhos)
+    fixed_batch = b.replace(advantages=policy_advantages(pg_adv, log_rhos, cfg), returns=vs,
+                            value_targets=returns.vs)
+    fixed = impala_loss(out, fixed_batch, cfg)
     torch.testing.assert_close(fixed.loss, per_step.loss)
     for g, h in zip(grads, torch.autograd.grad(fixed.loss, [out.logits, out.value])):
         torch.testing.assert_close(g, h)
-    torch.testing.assert_close(fixed.value_targets, per_step.value_targets)
+    torch.testing.assert_close(fixed_batch.value_targets, per_step_batch.value_targets)
 
 
 def test_truncated_step_bootstraps_from_final_value():
@@ -113,7 +127,7 @@ def test_reward_clipping():
 def test_gradient_flows_to_policy_and_value_only_through_the_loss_terms():
     cfg = LearnerConfig(reward_clip="none")
     batch, out = batch_and_output()
-    loss, _ = impala_loss(out, Batch.from_dict(batch), cfg)[:2]
+    loss, _ = loss_of(out, Batch.from_dict(batch), cfg)[:2]
     loss.backward()
     assert out.logits.grad[:5].abs().sum() > 0 and out.value.grad[:5].abs().sum() > 0
     # Row T only bootstraps (a constant target), so no gradient reaches it.
@@ -123,9 +137,9 @@ def test_gradient_flows_to_policy_and_value_only_through_the_loss_terms():
 def test_normalized_advantages_option_scales_only_the_policy_term():
     cfg = LearnerConfig(reward_clip="none", gamma=0.9)
     batch, out = batch_and_output(T=6, B=5)
-    _, plain = impala_loss(out, Batch.from_dict(batch), cfg)[:2]
+    _, plain = loss_of(out, Batch.from_dict(batch), cfg)[:2]
     cfg.normalize_advantages = True
-    _, normed = impala_loss(out, Batch.from_dict(batch), cfg)[:2]
+    _, normed = loss_of(out, Batch.from_dict(batch), cfg)[:2]
     T = 6
     logp = torch.log_softmax(out.logits[:T], -1)
     a = batch["action"][:T].unsqueeze(-1)
@@ -161,7 +175,7 @@ def test_impala_minibatches_are_the_papers_step_on_each_group_of_unrolls(small_c
     order = torch.randperm(4, generator=torch.Generator().manual_seed(cfg.run.seed * 7 + 0))
     for idx in order.chunk(2):
         mb = batch.map(lambda v, idx=idx: v[:, idx])
-        loss = impala_loss(manual.forward(mb, tuple(s[idx] for s in state)), mb, manual.lcfg).loss
+        loss = loss_of(manual.forward(mb, tuple(s[idx] for s in state)), mb, manual.lcfg).loss
         manual.step(loss)
     split.update(traj)
     for k, v in split.agent.state_dict().items():
@@ -175,7 +189,7 @@ def test_fixed_targets_keep_the_first_steps_vtrace_through_the_update(small_cfg)
     those targets).
     """
     from envs.runner import EnvRunner
-    from learners.impala import log_probs, vtrace_targets
+    from learners.impala import log_probs, policy_advantages, vtrace_targets
     from learners.learner import Learner
 
     over = {"learner.minibatches": 2, "learner.epochs": 2, "learner.unroll_length": 6,
@@ -190,8 +204,10 @@ def test_fixed_targets_keep_the_first_steps_vtrace_through_the_update(small_cfg)
     batch, state = manual.to_batch([traj])
     with torch.no_grad():
         out = manual.forward(batch, state)
-        returns, vs, pg_adv = vtrace_targets(out, batch, manual.lcfg, log_probs(out, batch)[2])
-    batch = batch.replace(advantages=pg_adv, returns=vs, old_values=out.value[:6],
+        log_rhos = log_probs(out, batch)[2]
+        returns, vs, pg_adv = vtrace_targets(out, batch, manual.lcfg, log_rhos)
+    batch = batch.replace(advantages=policy_advantages(pg_adv, log_rhos, manual.lcfg),
+                          returns=vs, old_values=out.value[:6],
                           value_targets=returns.vs)
     generator = torch.Generator().manual_seed(cfg.run.seed * 7 + 0)
     for _ in range(2):
@@ -275,9 +291,9 @@ def test_surrogate_clip_is_the_papers_gradient_on_policy_and_clips_off_policy():
     grads = []
     for clip in (0.0, 0.2):
         logits = out.logits.detach().clone().requires_grad_(True)
-        loss = impala_loss(AgentOutput(logits, out.value), Batch.from_dict(batch),
-                           LearnerConfig(reward_clip="none", entropy_cost=0.0, baseline_cost=0.0,
-                                         impala=ImpalaConfig(surrogate_clip=clip))).loss
+        loss = loss_of(AgentOutput(logits, out.value), Batch.from_dict(batch),
+                       LearnerConfig(reward_clip="none", entropy_cost=0.0, baseline_cost=0.0,
+                                     impala=ImpalaConfig(surrogate_clip=clip))).loss
         grads.append(torch.autograd.grad(loss, logits)[0])
     torch.testing.assert_close(grads[0], grads[1])
 
@@ -288,7 +304,7 @@ def test_surrogate_clip_is_the_papers_gradient_on_policy_and_clips_off_policy():
     cfg = LearnerConfig(reward_clip="none", entropy_cost=0.0, baseline_cost=0.0,
                         impala=ImpalaConfig(surrogate_clip=0.2, clip_rho_threshold=None,
                                             clip_pg_rho_threshold=1.0))
-    loss = impala_loss(AgentOutput(logits, out.value), Batch.from_dict(far), cfg).loss
+    loss = loss_of(AgentOutput(logits, out.value), Batch.from_dict(far), cfg).loss
     grad = torch.autograd.grad(loss, logits)[0]
     T = batch["action"].shape[0] - 1
     b = Batch.from_dict(far)
@@ -346,12 +362,12 @@ def test_impala_value_clip_around_the_updates_starting_values():
     cfg = LearnerConfig(reward_clip="none", clip_value=True, clip_eps=0.2, loss_reduction="mean")
     fixed = b.replace(advantages=torch.zeros_like(returns), returns=returns, old_values=old,
                       value_targets=returns)
-    got = impala_loss(out, fixed, cfg).metrics["value_loss"]
+    got = impala_loss(out, fixed, fill_defaults(cfg)).metrics["value_loss"]
     v = out.value.detach()[:T]
     expected = 0.5 * torch.max((v - returns) ** 2, (old + 0.2 - returns) ** 2).mean()
     torch.testing.assert_close(got, expected)
-    plain = impala_loss(out, fixed, LearnerConfig(reward_clip="none",
-                                                  loss_reduction="mean")).metrics["value_loss"]
+    plain = impala_loss(out, fixed, fill_defaults(LearnerConfig(
+        reward_clip="none", loss_reduction="mean"))).metrics["value_loss"]
     torch.testing.assert_close(plain, 0.5 * ((v - returns) ** 2).mean())
 
 

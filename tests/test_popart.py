@@ -109,8 +109,9 @@ def test_impala_loss_runs_vtrace_on_returns_and_regresses_normalised_targets():
     V-trace on de-normalised values; the value loss on normalised targets; policy-gradient
     advantages divided by sigma.
     """
+    from learners.algorithms import fill_defaults
     from learners.config import LearnerConfig
-    from learners.impala import impala_loss
+    from learners.impala import impala_loss, impala_targets
     from learners.returns import vtrace
     from learners.terms import action_log_probs
     from tests.conftest import random_batch
@@ -120,9 +121,11 @@ def test_impala_loss_runs_vtrace_on_returns_and_regresses_normalised_targets():
     batch = random_batch(T, B, A, g)
     batch["task_id"] = torch.tensor([0, 1, 0, 1]).expand(T + 1, B)
     popart = popart_with_stats()
-    cfg = LearnerConfig(reward_clip="none", entropy_cost=0.0)
+    cfg = fill_defaults(LearnerConfig(reward_clip="none", entropy_cost=0.0))
     logits, n = torch.randn(T + 1, B, A, generator=g), torch.randn(T + 1, B, generator=g)
-    _, m, targets = impala_loss(AgentOutput(logits, n), Batch.from_dict(batch), cfg, popart)
+    with_targets = impala_targets(AgentOutput(logits, n), Batch.from_dict(batch), cfg, popart)
+    _, m = impala_loss(AgentOutput(logits, n), with_targets, cfg)
+    targets = with_targets.value_targets
 
     sigma, mu = popart.sigma[batch["task_id"]], popart.mu[batch["task_id"]]
     raw = sigma * n + mu

@@ -4,6 +4,7 @@ import pytest
 import torch
 
 from agents.agent import AgentOutput
+from learners.algorithms import fill_defaults
 from learners.batch import Batch, minibatches
 from learners.config import LearnerConfig, load_config
 from learners.learner import Learner
@@ -11,24 +12,29 @@ from learners.ppo import add_advantages, ppo_loss
 from tests.conftest import random_batch
 
 
+def ppo_cfg(**settings) -> LearnerConfig:
+    """A PPO learner config: ``settings``, and PPO's defaults for the rest, as loaded."""
+    return fill_defaults(LearnerConfig(name="ppo", **settings))
+
+
 def batch_and_output(T=4, B=6, A=3, seed=0):
     g = torch.Generator().manual_seed(seed)
     batch = Batch.from_dict(random_batch(T, B, A, g))
     logits = batch.behaviour_logits  # the learner's policy equals the behaviour policy: ratio 1
-    batch = add_advantages(batch, LearnerConfig(reward_clip="none", lambda_=0.95))
+    batch = add_advantages(batch, ppo_cfg(reward_clip="none", lambda_=0.95))
     value = batch.behaviour_value.clone()
     return batch, AgentOutput(logits.clone().requires_grad_(), value.requires_grad_())
 
 
 def test_ratio_one_gives_no_clipping_and_no_kl():
     batch, out = batch_and_output()
-    _, m = ppo_loss(out, batch, LearnerConfig())
+    _, m = ppo_loss(out, batch, ppo_cfg())
     assert float(m["clip_frac"]) == 0.0 and abs(float(m["approx_kl"])) < 1e-7
 
 
 def test_clipping_engages_outside_the_trust_region():
     batch, out = batch_and_output()
-    cfg = LearnerConfig(clip_eps=0.1, normalize_advantages=False, entropy_cost=0.0,
+    cfg = ppo_cfg(clip_eps=0.1, normalize_advantages=False, entropy_cost=0.0,
                         baseline_cost=0.0)
     # Push the taken actions' probability up a lot: ratio >> 1 + eps.
     bumped = out.logits.detach().clone()
@@ -46,7 +52,7 @@ def test_clipping_engages_outside_the_trust_region():
 
 def test_value_clipping():
     batch, out = batch_and_output()
-    cfg = LearnerConfig(clip_eps=0.1, entropy_cost=0.0)
+    cfg = ppo_cfg(clip_eps=0.1, entropy_cost=0.0)
     T = batch.returns.shape[0]
     far = out.value.detach().clone()
     far[:T] = batch.old_values + 5.0  # moved far beyond the clip range
@@ -56,7 +62,7 @@ def test_value_clipping():
     expected = 0.5 * torch.max((far[:T] - batch.returns) ** 2,
                                (clipped - batch.returns) ** 2).mean()
     torch.testing.assert_close(m_clip["value_loss"], expected)
-    _, m_plain = ppo_loss(AgentOutput(out.logits, v), batch, LearnerConfig(clip_value=False))
+    _, m_plain = ppo_loss(AgentOutput(out.logits, v), batch, ppo_cfg(clip_value=False))
     torch.testing.assert_close(m_plain["value_loss"], 0.5 * ((far[:T] - batch.returns) ** 2).mean())
 
 
@@ -150,7 +156,7 @@ def test_lock_step_batches_are_on_policy_after_an_update(small_cfg, core):
 
 def test_clipping_below_the_trust_region_with_negative_advantages():
     batch, out = batch_and_output()
-    cfg = LearnerConfig(clip_eps=0.1, normalize_advantages=False, entropy_cost=0.0,
+    cfg = ppo_cfg(clip_eps=0.1, normalize_advantages=False, entropy_cost=0.0,
                         baseline_cost=0.0)
     # Push the taken actions' probability down a lot: ratio << 1 - eps.
     lowered = out.logits.detach().clone()
@@ -176,7 +182,7 @@ def test_chunked_sequences_give_the_whole_sequence_loss(small_cfg, core):
     are laid out chunk-major with the right rows.
     """
     from envs.runner import EnvRunner
-    from learners.ppo import chunk_sequences
+    from learners.batch import chunk_sequences
 
     cfg = small_cfg(**{"learner.name": "ppo", "learner.minibatches": 3,
                        "learner.normalize_advantages": "false",
@@ -189,7 +195,7 @@ def test_chunked_sequences_give_the_whole_sequence_loss(small_cfg, core):
     batch.reset[5, 0] = batch.reset[8, 1] = True  # boundaries inside a chunk and at a chunk start
     batch = add_advantages(batch, cfg.learner)
     full, _ = ppo_loss(learner.forward(batch, state), batch, cfg.learner)
-    chunks, chunk_state = chunk_sequences(learner, batch, state, 4)
+    chunks, chunk_state = chunk_sequences(batch, state, 4, learner.agent)
     assert chunks.action.shape == (4, 12) and chunks.advantages.shape == (4, 12)
     # chunk 2 of env 1
     torch.testing.assert_close(chunks.action[:, 2 * 4 + 1], batch.action[8:12, 1])
@@ -208,7 +214,7 @@ def test_runner_chunk_states_equal_the_learners_pass(small_cfg, core):
     whole-unroll loss.
     """
     from envs.runner import EnvRunner
-    from learners.ppo import chunk_sequences
+    from learners.batch import chunk_sequences
 
     cfg = small_cfg(**{"learner.name": "ppo", "learner.minibatches": 2, "agent.core": core,
                        "agent.core_options": "{}", "learner.unroll_length": 12,
@@ -219,8 +225,8 @@ def test_runner_chunk_states_equal_the_learners_pass(small_cfg, core):
     batch, state = learner.to_batch([runner.rollout(learner.get_weights(), 0)])
     assert batch.chunk_states[0].shape[:2] == (3, 4)  # 3 chunk starts x 4 envs
     batch = add_advantages(batch, cfg.learner)
-    stored_chunks, stored = chunk_sequences(learner, batch, state, 4)
-    _, passed = chunk_sequences(learner, batch.replace(chunk_states=None), state, 4)
+    stored_chunks, stored = chunk_sequences(batch, state, 4, learner.agent)
+    _, passed = chunk_sequences(batch.replace(chunk_states=None), state, 4, learner.agent)
     for a, b in zip(stored, passed):
         torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-5)
     full, _ = ppo_loss(learner.forward(batch, state), batch, cfg.learner)

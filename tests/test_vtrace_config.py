@@ -19,7 +19,7 @@ import torch
 from agents.agent import AgentOutput
 from learners.batch import Batch
 from learners.config import load_config, save_config
-from learners.impala import impala_loss, with_fixed_targets
+from learners.impala import impala_loss, impala_targets
 from tests.conftest import random_batch, small_overrides
 from tests.test_returns import naive_vtrace
 
@@ -128,7 +128,9 @@ def test_config_thresholds_and_lambda_reach_impala_loss(spelling, tmp_path):
     assert read.items() >= (SETTINGS | {"lambda_": LAMBDA, "gamma": GAMMA}).items()
     batch, out = random_case()
     assert_every_setting_binds(out, batch)
-    loss, metrics, value_targets = impala_loss(out, batch, cfg)
+    targets = impala_targets(out, batch, cfg)
+    loss, metrics = impala_loss(out, targets, cfg)
+    value_targets = targets.value_targets
     vs, adv, pi_a, log_rhos = naive_targets(out, batch)
     torch.testing.assert_close(value_targets, vs.float(), **TOL)
     policy, value = naive_loss_terms(out, vs, adv, pi_a, log_rhos)
@@ -172,7 +174,7 @@ def test_fixed_targets_use_the_configured_thresholds(tmp_path):
     with torch.no_grad():
         out = learner.forward(batch, state)
     assert_every_setting_binds(out, batch)
-    fixed = with_fixed_targets(learner, batch, state)
+    fixed = impala_targets(out, batch, learner.lcfg, learner.popart)
     vs, adv = naive_targets(out, batch)[:2]
     torch.testing.assert_close(fixed.returns, vs.float(), **TOL)
     torch.testing.assert_close(fixed.advantages, adv.float(), **TOL)
