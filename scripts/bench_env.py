@@ -10,7 +10,7 @@ core with uniformly random actions, stepped the two ways mira can step it.
   one emulator thread.
 
 Both count agent steps (4 frames each), resets included. Figures, not assertions: run it on an
-otherwise idle machine, and compare rates measured in one sitting.
+otherwise idle machine, and compare rates measured back to back.
 """
 
 from __future__ import annotations
