@@ -37,6 +37,7 @@ from typing import NamedTuple
 import numpy as np
 import torch
 
+from agents.registry import ranged
 from learners.batch import Batch, chunk_sequences, minibatches
 from learners.returns import vtrace
 from learners.terms import (
@@ -51,7 +52,7 @@ from learners.terms import (
 )
 
 
-@dataclass
+@dataclass(frozen=True)
 class ImpalaConfig:
     """The ``learner.impala:`` section: the settings only IMPALA's loss and update read.
 
@@ -59,11 +60,13 @@ class ImpalaConfig:
     with PPO.
     """
 
-    clip_rho_threshold: float = 1.0  # V-trace rho-bar of the value targets (eq. 1)
-    clip_pg_rho_threshold: float = 1.0  # V-trace rho-bar of the policy gradient (section 4.2)
-    clip_c_threshold: float = 1.0  # V-trace c-bar of the traces (eq. 1)
+    # V-trace rho-bar of the value targets (eq. 1)
+    clip_rho_threshold: float = ranged(1.0, 0, None, True)
+    # V-trace rho-bar of the policy gradient (section 4.2)
+    clip_pg_rho_threshold: float = ranged(1.0, 0, None, True)
+    clip_c_threshold: float = ranged(1.0, 0, None, True)  # V-trace c-bar of the traces (eq. 1)
     # 0 = the paper's policy gradient; eps > 0 = PPO's clipped surrogate on pi/mu (RLlib's APPO)
-    surrogate_clip: float = 0.0
+    surrogate_clip: float = ranged(0.0, 0, 1, False, True)
     # V-trace once per batch from the weights at its start, kept through epochs and
     # minibatches (as PPO's GAE); false = at every step
     fixed_targets: bool = False

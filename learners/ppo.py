@@ -33,6 +33,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from agents.registry import ranged
 from learners.batch import Batch, chunk_sequences, minibatches
 from learners.returns import gae
 from learners.terms import (
@@ -46,7 +47,7 @@ from learners.terms import (
 )
 
 
-@dataclass
+@dataclass(frozen=True)
 class PPOConfig:
     """The ``learner.ppo:`` section: the settings only PPO's update reads.
 
@@ -54,7 +55,8 @@ class PPOConfig:
     shared with IMPALA's APPO options.
     """
 
-    target_kl: float = 0.0  # stop an update's epochs once approx KL exceeds this (0 = off)
+    # stop an update's epochs once approx KL exceeds this (0 = off)
+    target_kl: float = ranged(0.0, 0)
 
 
 def ppo_loss(out, batch: Batch, cfg) -> tuple[torch.Tensor, dict]:
