@@ -1,9 +1,9 @@
 """The ``agent`` section of a config: which torso, core and head, and their options.
 
-Options are a mapping in YAML and typed on load: ``learners.config.load_config`` turns
-``core_options`` into the chosen core's ``Config`` dataclass (likewise heads and torsos;
-unknown keys and wrong types fail with the key named), and that object is what the agent
-hands the core. The config a run saves holds every option with its value.
+Options are a mapping in YAML and typed as they are loaded: ``learners.config.load_config``
+builds ``core_options`` as the chosen core's ``Config`` dataclass (likewise heads and
+torsos; unknown keys and wrong types fail with the key named), and that object is what the
+agent hands the core. The config a run saves holds every option with its value.
 """
 
 from __future__ import annotations
@@ -11,11 +11,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-# A mapping of the component's Config fields in YAML; that Config itself once loaded.
+# The chosen component's Config dataclass, as the loader builds it (a mapping of its fields
+# only in an AgentConfig built by hand, read by agents.registry.typed_options).
 Options = Any
 
 
-@dataclass
+@dataclass(frozen=True)
 class AgentConfig:
     """Registry names of the agent's torso, core and head, and the options of each."""
 

@@ -93,3 +93,14 @@ def typed_options(config_cls: type, config=None, options: dict | None = None):
             raise TypeError(f"expected {config_cls.__name__}, got {type(config).__name__}")
         return config
     return config_cls(**(options or {}))
+
+
+def ranged(default, low=None, high=None, low_open: bool = False, high_open: bool = False):
+    """A config field whose number must lie in an interval, declared beside the field.
+
+    ``field(default=default)`` with the interval in its metadata under ``"range"`` as
+    ``(low, high, low_open, high_open)``; None is unbounded. The config loader checks it
+    (``learners.typed_yaml.check_ranges``) and the configuration reference prints it.
+    """
+    return dataclasses.field(default=default,
+                             metadata={"range": (low, high, low_open, high_open)})

@@ -36,7 +36,7 @@ TORSOS: Registry = Registry("torso")
 # with the ReLU gain sqrt 2 and zero biases (Saxe et al. 2014; the Atari CNN init of OpenAI
 # baselines, Kostrikov's PPO and CleanRL), which keeps the scale through the ReLUs. On Pong
 # frames the fc features' spread across frames is 0.0006 with ``torch`` and 0.011 with
-# ``orthogonal`` (README.md, "Learning results"), next to a one-hot last action of 1.
+# ``orthogonal`` (docs/results/pong.md), next to a one-hot last action of 1.
 Init = Literal["torch", "orthogonal"]
 
 

@@ -5,7 +5,8 @@ level or game; the task index is the task ID every trajectory carries), a pickla
 factory ``make(task_index, seed) -> gym.Env`` with mira's observation dict, the number
 of actions shared by all tasks, and the name under which scores are normalised.
 ``ENVS`` maps ``env.suite`` to the function that builds the spec; a new suite is one
-registered function.
+function registered with ``register_suite`` together with its options (a subclass of
+``EnvConfig``: the keys of the ``env`` section it reads).
 """
 
 from __future__ import annotations
@@ -18,30 +19,55 @@ from typing import Literal
 import gymnasium as gym
 from gymnasium.wrappers import RecordEpisodeStatistics
 
-from agents.registry import Registry
+from agents.registry import Registry, ranged
 
 
-@dataclass
+@dataclass(frozen=True)
 class EnvConfig:
-    """The ``env`` section of a config: the suite, its tasks, and the Atari settings."""
+    """The ``env`` section of a config: the suite, then that suite's own options.
+
+    Each suite declares its options as a subclass (``MiniGridOptions``, ``AtariOptions``,
+    ``envs.lab.suite.LabOptions``) registered with it (``register_suite``); the section is
+    an instance of the chosen suite's class, so a key the suite never reads is not a field
+    of it. ``EnvConfig(suite=..., **options)`` builds the class that ``suite`` names.
+    """
 
     suite: str = "minigrid"  # which suite: a name in envs.ENVS (minigrid, atari, lab30, lab6)
-    level: str = "MiniGrid-Empty-5x5-v0"  # MiniGrid/BabyAI env id (suite minigrid)
+
+    def __new__(cls, *args, **kwargs):
+        """The options class of ``suite`` when called on ``EnvConfig`` itself; else ``cls``."""
+        if cls is EnvConfig:
+            cls = suite_options(args[0] if args else kwargs.get("suite", "minigrid"))
+        return super().__new__(cls)
+
+
+@dataclass(frozen=True)
+class MiniGridOptions(EnvConfig):
+    """The ``env`` section for suite ``minigrid``: MiniGrid/BabyAI levels, one task each."""
+
+    level: str = "MiniGrid-Empty-5x5-v0"  # MiniGrid/BabyAI env id
     # several MiniGrid ids, one task each (replaces level)
     levels: list[str] = field(default_factory=list)
-    game: str = "Pong"  # ALE game name (suite atari)
+
+
+@dataclass(frozen=True)
+class AtariOptions(EnvConfig):
+    """The ``env`` section for suite ``atari``: the games, the protocol and the emulator."""
+
+    suite: str = "atari"  # which suite: a name in envs.ENVS (minigrid, atari, lab30, lab6)
+    game: str = "Pong"  # ALE game name
     # several games, one task each (replaces game; full action set)
     games: list[str] = field(default_factory=list)
     # Atari protocol: dqn (no-op starts) or machado (sticky actions, full action set)
     protocol: Literal["dqn", "machado"] = "dqn"
-    episodic_life: bool = False  # Atari: a life loss ends the learning episode (PPO preset)
-    max_episode_frames: int = 108_000  # Atari episode cap in emulator frames (30 min of play)
-    frame_stack: int = 4  # Atari: frames stacked into one observation
-    # Atari: force the 18-action set on/off (None: the protocol's; multitask: on)
+    episodic_life: bool = False  # a life loss ends the learning episode (PPO preset)
+    max_episode_frames: int = ranged(108_000, 1)  # episode cap in emulator frames (30 min of play)
+    frame_stack: int = ranged(4, 1)  # frames stacked into one observation
+    # force the 18-action set on/off (None: the protocol's; multitask: on)
     full_action_space: bool | None = None
-    # Atari: ale_vector (ale-py's C++ vector env) or gymnasium (one wrapped env per env)
+    # ale_vector (ale-py's C++ vector env) or gymnasium (one wrapped env per env)
     backend: Literal["ale_vector", "gymnasium"] = "ale_vector"
-    ale_threads: int = 1  # Atari ale_vector: emulator threads per runner (1: its one CPU)
+    ale_threads: int = ranged(1, 1)  # ale_vector: emulator threads per runner (1: its one CPU)
 
 
 @dataclass
@@ -63,6 +89,30 @@ BACKENDS = ("ale_vector", "gymnasium")  # env.backend's values (suite atari)
 ENVS: Registry = Registry("env suite")
 
 
+def register_suite(name: str, options: type[EnvConfig]):
+    """Decorator: register a suite function as ``name``; its env section is ``options``.
+
+    The function takes an ``options`` instance and returns a ``SuiteSpec``; the options
+    class is kept on it as ``Options``.
+    """
+    if not (isinstance(options, type) and issubclass(options, EnvConfig)
+            and options is not EnvConfig):
+        raise TypeError(f"suite {name!r}: its options must be a subclass of EnvConfig")
+
+    def add(fn):
+        fn.Options = options
+        return ENVS.register(name)(fn)
+
+    return add
+
+
+def suite_options(name: str) -> type[EnvConfig]:
+    """The options class of suite ``name``; KeyError naming the valid suites otherwise."""
+    import envs  # noqa: F401  (registers the lab suites)
+
+    return ENVS.get(name).Options
+
+
 def _make_minigrid(level_ids: list[str], task: int, seed: int) -> gym.Env:
     from envs.minigrid import make_minigrid
 
@@ -71,7 +121,7 @@ def _make_minigrid(level_ids: list[str], task: int, seed: int) -> gym.Env:
     return env
 
 
-def _make_atari(cfg: EnvConfig, games: list[str], full_action_space: bool | None, task: int,
+def _make_atari(cfg: AtariOptions, games: list[str], full_action_space: bool | None, task: int,
                 seed: int) -> gym.Env:
     from envs.atari import make_atari
 
@@ -88,7 +138,7 @@ def _make_atari(cfg: EnvConfig, games: list[str], full_action_space: bool | None
     return env
 
 
-def _atari_batch(cfg: EnvConfig, games: list[str], full_action_space: bool | None,
+def _atari_batch(cfg: AtariOptions, games: list[str], full_action_space: bool | None,
                  tasks: list[int], seeds: list[int]):
     from envs.atari import AleVectorBatch
 
@@ -119,15 +169,15 @@ def config_tasks(cfg: EnvConfig) -> tuple[str, list[str]] | None:
     return None
 
 
-@ENVS.register("minigrid")
-def minigrid_suite(cfg: EnvConfig) -> SuiteSpec:
+@register_suite("minigrid", MiniGridOptions)
+def minigrid_suite(cfg: MiniGridOptions) -> SuiteSpec:
     """MiniGrid/BabyAI levels as tasks: 7 actions, raw returns (no score table)."""
     levels = config_tasks(cfg)[1]
     return SuiteSpec(levels, functools.partial(_make_minigrid, levels), 7, "none")
 
 
-@ENVS.register("atari")
-def atari_suite(cfg: EnvConfig) -> SuiteSpec:
+@register_suite("atari", AtariOptions)
+def atari_suite(cfg: AtariOptions) -> SuiteSpec:
     """ALE games as tasks, 4 frames a step; the action count is probed from the first game.
 
     Runners step them on ``env.backend``: ale-py's vector env, or gymnasium envs one by one.

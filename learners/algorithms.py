@@ -112,18 +112,18 @@ def _ppo_check(cfg) -> str | None:
 
 
 def fill_defaults(learner_cfg):
-    """Give the ``learner`` settings left unset (None) the algorithm's defaults; returns it.
+    """The ``learner`` settings left unset (None) given the algorithm's defaults.
 
-    ``learner_cfg``: a ``LearnerConfig``, changed in place. This is the one place the
-    algorithm's ``defaults`` reach a config: ``load_config`` calls it, and so may a test that
-    builds a ``LearnerConfig`` by hand. An unknown ``learner.name`` raises the registry's
-    KeyError (the list of valid names).
+    ``learner_cfg``: a ``LearnerConfig`` (frozen); returns a copy with the defaults filled (or
+    the same object when nothing is unset). This is the one place the algorithm's
+    ``defaults`` reach a config: ``load_config`` calls it, and so may a test that builds a
+    ``LearnerConfig`` by hand. An unknown ``learner.name`` raises the registry's KeyError (the
+    list of valid names).
     """
     defaults = LEARNERS.get(learner_cfg.name).defaults
-    for f in dataclasses.fields(defaults):
-        if getattr(learner_cfg, f.name) is None:
-            setattr(learner_cfg, f.name, getattr(defaults, f.name))
-    return learner_cfg
+    unset = {f.name: getattr(defaults, f.name) for f in dataclasses.fields(defaults)
+             if getattr(learner_cfg, f.name) is None}
+    return dataclasses.replace(learner_cfg, **unset) if unset else learner_cfg
 
 
 LEARNERS.register("impala")(Algorithm(

@@ -9,24 +9,28 @@ the expected type, and bad combinations fail with a sentence that says what to c
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import sys
 import typing
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
 import yaml
 
 from agents.config import AgentConfig
-from envs.suites import EnvConfig
+from agents.registry import ranged
+from envs.suites import ENVS, EnvConfig, MiniGridOptions, suite_options
 from learners.impala import ImpalaConfig
+from learners.migrations import CONFIG_FORMAT, MOVED, format_overrides, migrate  # noqa: F401
 from learners.ppo import PPOConfig
 
 # The typed-YAML machinery; importers take these names from here as well.
 from learners.typed_yaml import (  # noqa: F401
     ConfigError,
     check_range,
+    check_ranges,
     from_dict,
     parse_overrides,
     read_yaml,
@@ -39,82 +43,88 @@ class RunStopped(RuntimeError):
     """A run that cannot go on (its learner is gone); the message says how to continue it."""
 
 
-@dataclass
+@dataclass(frozen=True)
 class RunConfig:
     """The ``run:`` section: one run's name, output directory, length, seed, checkpoints, logs."""
 
     name: str = ""  # run name; default: <config file stem>-<timestamp>
     dir: str = ""  # exact output directory of this run; default runs/<name>
-    total_frames: int = 1_000_000  # stop after this many env frames (Atari: agent steps x 4)
+    # stop after this many env frames (Atari: agent steps x 4)
+    total_frames: int = ranged(1_000_000, 0, None, True)
     seed: int = 0  # seeds torch, numpy and every environment
-    checkpoint_every_s: float = 300.0  # checkpoint this often (and at the end, and on Ctrl-C)
-    keep_checkpoints: int = 3  # older checkpoints are deleted
-    log_every_s: float = 5.0  # progress line and TensorBoard scalars this often
+    # checkpoint this often (and at the end, and on Ctrl-C)
+    checkpoint_every_s: float = ranged(300.0, 0, None, True)
+    keep_checkpoints: int = ranged(3, 1)  # older checkpoints are deleted
+    # progress line and TensorBoard scalars this often
+    log_every_s: float = ranged(5.0, 0, None, True)
     # replayable: unrolls reach the learner in a fixed order and kernels are deterministic, so
     # one config and seed give the same run bit for bit on CPU (slower: learners/trainer.py)
     deterministic: bool = False
 
 
-@dataclass
+@dataclass(frozen=True)
 class RuntimeConfig:
     """The ``runtime:`` section: the runner actors, their envs and threads, Ray, learner CPUs."""
 
-    num_runners: int = 2  # EnvRunner actors; 0 = one runner in-process, no Ray
-    envs_per_runner: int = 8  # environments each runner steps as one batch
+    num_runners: int = ranged(2, 0)  # EnvRunner actors; 0 = one runner in-process, no Ray
+    envs_per_runner: int = ranged(8, 1)  # environments each runner steps as one batch
     address: str = ""  # Ray address: "" = start a local instance, "auto" = join a running cluster
-    runners_per_task: int = 0  # multitask: runners per task (0 = spread tasks over runners evenly)
-    torch_threads: int = 1  # intra-op threads in each runner (1 runner = 1 CPU)
-    learner_threads: int = 0  # intra-op threads of a CPU learner (0 = as many as learner_cpus)
+    # multitask: runners per task (0 = spread tasks over runners evenly)
+    runners_per_task: int = ranged(0, 0)
+    torch_threads: int = ranged(1, 1)  # intra-op threads in each runner (1 runner = 1 CPU)
+    # intra-op threads of a CPU learner (0 = as many as learner_cpus)
+    learner_threads: int = ranged(0, 0)
     # CPUs the learner actor reserves on its node (raise it for a many-core CPU learner)
-    learner_cpus: float = 1.0
+    learner_cpus: float = ranged(1.0, 0)
 
 
 Optimizer = Literal["rmsprop", "rmsprop_tf", "adam"]
 OPTIMIZERS = typing.get_args(Optimizer)
 
 
-@dataclass
+@dataclass(frozen=True)
 class OptimizerConfig:
     """The ``learner.optimizer:`` section: the optimizer, its learning rate and gradient clip."""
 
     # rmsprop (PyTorch's), rmsprop_tf (TF1's, as IMPALA tuned it: learners/optim.py) or adam (PPO)
     name: Optimizer = "rmsprop"
-    lr: float = 6e-4  # initial learning rate
+    lr: float = ranged(6e-4, 0, None, True)  # initial learning rate
     # linear decay to 0 over run.total_frames (or lr_decay_frames), or constant
     lr_schedule: Literal["linear", "constant"] = "linear"
     # frames over which the linear schedule decays to 0; 0: run.total_frames. Set it to run
     # the first run.total_frames of a longer schedule (a preset's 40M-frame protocol stopped
     # at 10M), so that raising run.total_frames later continues the same schedule
-    lr_decay_frames: int = 0
-    alpha: float = 0.99  # RMSProp smoothing constant
-    eps: float = 0.01  # RMSProp/Adam epsilon (IMPALA: 0.01 with RMSProp; PPO: 1e-5 with Adam)
-    momentum: float = 0.0  # RMSProp momentum
-    max_grad_norm: float = 40.0  # clip the global gradient norm to this
+    lr_decay_frames: int = ranged(0, 0)
+    alpha: float = ranged(0.99, 0, 1, False, True)  # RMSProp smoothing constant
+    # RMSProp/Adam epsilon (IMPALA: 0.01 with RMSProp; PPO: 1e-5 with Adam)
+    eps: float = ranged(0.01, 0)
+    momentum: float = ranged(0.0, 0, 1, False, True)  # RMSProp momentum
+    max_grad_norm: float = ranged(40.0, 0, None, True)  # clip the global gradient norm to this
 
 
-@dataclass
+@dataclass(frozen=True)
 class LearnerConfig:
     """The ``learner:`` section: the algorithm, its targets and loss, and the learner's device."""
 
     name: str = "impala"  # impala or ppo
     device: str = "auto"  # auto (cuda if the learner's node has a GPU), cpu, cuda
-    unroll_length: int = 20  # T: steps per trajectory
-    batch_size: int = 32  # trajectories (unrolls x envs) per learner update
-    gamma: float = 0.99  # discount
-    entropy_cost: float = 0.01  # weight of the entropy bonus
-    baseline_cost: float = 0.5  # weight of the value loss
+    unroll_length: int = ranged(20, 1)  # T: steps per trajectory
+    batch_size: int = ranged(32, 1)  # trajectories (unrolls x envs) per learner update
+    gamma: float = ranged(0.99, 0, 1, True)  # discount
+    entropy_cost: float = ranged(0.01, 0)  # weight of the entropy bonus
+    baseline_cost: float = ranged(0.5, 0)  # weight of the value loss
     # none, clip ([-1, 1], Atari), soft_asymmetric (DMLab)
     reward_clip: Literal["none", "clip", "soft_asymmetric"] = "clip"
-    lambda_: float = 1.0  # V-trace lambda / GAE lambda
+    lambda_: float = ranged(1.0, 0, 1)  # V-trace lambda / GAE lambda
 
     # Both losses. Unset (None): the algorithm's default, its DEFAULTS beside its loss
     # (learners/impala.py, learners/ppo.py), filled in on load (learners.algorithms.fill_defaults):
 
     # runners wait for each update, so every batch is on-policy (PPO: must)
     lock_step: bool | None = None
-    epochs: int | None = None  # passes over each batch
+    epochs: int | None = ranged(None, 1)  # passes over each batch
     # steps per pass, each on a random group of whole sequences
-    minibatches: int | None = None
+    minibatches: int | None = ranged(None, 1)
     # advantages / their std per (mini)batch
     normalize_advantages: bool | None = None
     # loss over the (mini)batch's steps: sum (IMPALA's paper) or mean (PPO); sets what
@@ -122,18 +132,19 @@ class LearnerConfig:
     loss_reduction: Literal["sum", "mean"] | None = None
     # cut each unroll into sequences of this many steps for the minibatches (0 = whole
     # unrolls; IMPALA: with impala.fixed_targets)
-    recurrence: int = 0
-    clip_eps: float = 0.1  # PPO's ratio clip; the value clip's half-width when clip_value
+    recurrence: int = ranged(0, 0)
+    # PPO's ratio clip; the value clip's half-width when clip_value
+    clip_eps: float = ranged(0.1, 0, None, True)
     # clip the value update around the update's starting values (IMPALA: with
     # impala.fixed_targets)
     clip_value: bool | None = None
 
     popart: bool = False  # per-task PopArt value normalisation (Hessel et al. 2019)
-    popart_beta: float = 3e-4  # PopArt statistics step size
+    popart_beta: float = ranged(3e-4, 0, 1, True)  # PopArt statistics step size
     # bfloat16 autocast for the learner's forward (CUDA; CPU with bf16 instructions)
     mixed_precision: bool = False
     # stop the run after this many updates in a row with a non-finite loss or gradient
-    max_skipped_updates: int = 5
+    max_skipped_updates: int = ranged(5, 1)
     optimizer: OptimizerConfig = field(default_factory=OptimizerConfig)
 
     # Settings one algorithm alone reads, declared beside its loss:
@@ -142,65 +153,24 @@ class LearnerConfig:
     ppo: PPOConfig = field(default_factory=PPOConfig)  # learners/ppo.py
 
 
-@dataclass
+@dataclass(frozen=True)
 class EvalConfig:
     """The ``eval:`` section: evaluation episodes during training (how often, how many)."""
 
-    every_frames: int = 0  # evaluate during training every this many frames (0 = never)
-    episodes: int = 10  # episodes per task per evaluation
+    every_frames: int = ranged(0, 0)  # evaluate during training every this many frames (0 = never)
+    episodes: int = ranged(10, 1)  # episodes per task per evaluation
 
 
-@dataclass
+@dataclass(frozen=True)
 class ExperimentConfig:
     """A whole experiment: one section per component, as ``load_config`` builds and validates it."""
 
     run: RunConfig = field(default_factory=RunConfig)
     runtime: RuntimeConfig = field(default_factory=RuntimeConfig)
-    env: EnvConfig = field(default_factory=EnvConfig)
+    env: EnvConfig = field(default_factory=MiniGridOptions)  # the chosen suite's options
     agent: AgentConfig = field(default_factory=AgentConfig)
     learner: LearnerConfig = field(default_factory=LearnerConfig)
     eval: EvalConfig = field(default_factory=EvalConfig)
-
-
-# Numeric ranges, checked on load: key -> (low, high, low open, high open); None = unbounded.
-# (run.total_frames, runtime.num_runners, runtime.envs_per_runner and learner.unroll_length
-# are checked with the combination rules in validate().)
-RANGES: dict[str, tuple] = {
-    "run.checkpoint_every_s": (0, None, True, False),
-    "run.keep_checkpoints": (1, None, False, False),
-    "run.log_every_s": (0, None, True, False),
-    "runtime.runners_per_task": (0, None, False, False),
-    "runtime.torch_threads": (1, None, False, False),
-    "runtime.learner_threads": (0, None, False, False),
-    "runtime.learner_cpus": (0, None, False, False),
-    "env.max_episode_frames": (1, None, False, False),
-    "env.frame_stack": (1, None, False, False),
-    "env.ale_threads": (1, None, False, False),
-    "learner.batch_size": (1, None, False, False),
-    "learner.gamma": (0, 1, True, False),
-    "learner.entropy_cost": (0, None, False, False),
-    "learner.baseline_cost": (0, None, False, False),
-    "learner.lambda_": (0, 1, False, False),
-    "learner.impala.clip_rho_threshold": (0, None, True, False),
-    "learner.impala.clip_pg_rho_threshold": (0, None, True, False),
-    "learner.impala.clip_c_threshold": (0, None, True, False),
-    "learner.epochs": (1, None, False, False),
-    "learner.minibatches": (1, None, False, False),
-    "learner.recurrence": (0, None, False, False),
-    "learner.clip_eps": (0, None, True, False),
-    "learner.impala.surrogate_clip": (0, 1, False, True),
-    "learner.ppo.target_kl": (0, None, False, False),
-    "learner.popart_beta": (0, 1, True, False),
-    "learner.max_skipped_updates": (1, None, False, False),
-    "learner.optimizer.lr": (0, None, True, False),
-    "learner.optimizer.alpha": (0, 1, False, True),
-    "learner.optimizer.eps": (0, None, False, False),
-    "learner.optimizer.momentum": (0, 1, False, True),
-    "learner.optimizer.max_grad_norm": (0, None, True, False),
-    "learner.optimizer.lr_decay_frames": (0, None, False, False),
-    "eval.every_frames": (0, None, False, False),
-    "eval.episodes": (1, None, False, False),
-}
 
 
 def _check_option_ranges(options: Any, key: str) -> None:
@@ -218,88 +188,105 @@ def _check_option_ranges(options: Any, key: str) -> None:
             check_range(f"{key}.{name}", value, 0, 1, False, True)
 
 
-def load_config(path: str | Path | None = None, overrides: list[str] | None = None,
-                base: dict | None = None, runtime: bool = True) -> ExperimentConfig:
-    """Read YAML (or start from ``base``), apply overrides, validate every key and combination."""
-    data: dict = dict(base or {})
-    if path is not None:
-        p = Path(path)
+def load_config(source: str | Path | dict | None = None, overrides: list[str] | None = None,
+                runtime: bool = True) -> ExperimentConfig:
+    """The one loader of every mira command: a config, migrated, overridden and validated.
+
+    ``source`` is a YAML file, a run directory (its ``config.yaml``, with the
+    ``format_overrides`` that keep an older run's meaning), a mapping (a checkpoint's saved
+    config) or None (the defaults). Keys older mira wrote are migrated, in the file and in
+    ``overrides`` alike; every key, type, range and combination is then checked. The
+    result is frozen: change a copy (``dataclasses.replace``) or give overrides.
+    ``runtime=False`` skips the checks of the runner layout (see ``validate``).
+    """
+    overrides = list(overrides or [])
+    if isinstance(source, dict):
+        data = copy.deepcopy(source)
+    elif source is None:
+        data = {}
+    else:
+        p = Path(source)
+        if p.is_dir():
+            if not (p / "config.yaml").is_file():
+                raise ConfigError(f"{str(p)!r} has no config.yaml; is it a mira run directory?")
+            overrides = format_overrides(p) + overrides
+            p = p / "config.yaml"
         if not p.is_file():
             raise ConfigError(f"config file {str(p)!r} does not exist")
         data = read_yaml(p) or {}
         if not isinstance(data, dict):
             raise ConfigError(f"{p}: expected a mapping of sections at the top level")
     migrate(data)
-    parsed = [(MOVED.get(key, key), value) for key, value in parse_overrides(overrides or [])]
+    parsed = [(MOVED.get(key, key), value) for key, value in parse_overrides(overrides)]
     _reset_switched_options(data, parsed)
     for key, value in parsed:
         set_dotted(data, key, value)
-    cfg = from_dict(ExperimentConfig, data)
-    check_suite_keys(cfg.env, [key for key, _ in parsed])
-    validate(cfg, runtime)
-    return cfg
+    data["env"] = _load_env(data.get("env"), {key for key, _ in parsed})
+    data["agent"] = _load_agent(data.get("agent"))
+    return validate(from_dict(ExperimentConfig, data), runtime)
 
 
-# The env keys each suite reads besides env.suite; a key outside its suite's set is refused.
-SUITE_KEYS: dict[str, tuple[str, ...]] = {
-    "minigrid": ("level", "levels"),
-    "atari": ("game", "games", "protocol", "episodic_life", "max_episode_frames", "frame_stack",
-              "full_action_space", "backend", "ale_threads"),
-    "lab30": (),
-    "lab6": (),
-}
+def _section(value: Any, key: str) -> dict:
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise ConfigError(f"{key}: expected a mapping of its keys, got {value!r}")
+    return dict(value)
 
 
-def check_suite_keys(env: EnvConfig, overridden: list[str]) -> None:
-    """Refuse an env key the chosen suite never reads: named in ``overridden``, or not default.
+def _load_env(section: Any, overridden: set[str]) -> EnvConfig:
+    """The env section as the chosen suite's options; a key it does not read is refused.
 
-    Suites missing from ``SUITE_KEYS`` (registered elsewhere) are not checked.
+    A key of another suite is dropped when it holds that suite's default and no override
+    names it: every config.yaml saved before each suite had its own options holds every
+    env key of every suite, at its default where the suite did not read it.
     """
-    reads = SUITE_KEYS.get(env.suite)
-    if reads is None:
-        return
-    default = EnvConfig()
-    unread = [f.name for f in dataclasses.fields(env) if f.name != "suite" and f.name not in reads
-              and (f"env.{f.name}" in overridden
-                   or getattr(env, f.name) != getattr(default, f.name))]
+    env = _section(section, "env")
+    suite = env.get("suite", "minigrid")
+    try:
+        options = suite_options(str(suite))
+    except KeyError as e:
+        raise ConfigError(f"env.suite: {e.args[0]}") from None
+    own = [f.name for f in dataclasses.fields(options)]
+    others: dict[str, list] = {}
+    for name in ENVS.names():
+        for f in dataclasses.fields(suite_options(name)):
+            if f.name not in own:
+                default = (f.default if f.default is not dataclasses.MISSING
+                           else f.default_factory())
+                others.setdefault(f.name, []).append(default)
+    unread = []
+    for key in list(env):
+        if key in others:
+            if f"env.{key}" not in overridden and env[key] in others[key]:
+                del env[key]  # another suite's default, saved by an older mira
+            else:
+                unread.append(key)
     if unread:
-        keys = ", ".join(f"env.{k}" for k in reads) or "no env key but env.suite"
-        raise ConfigError(f"{', '.join(f'env.{k}' for k in unread)}: the {env.suite} suite does "
-                          f"not read {'it' if len(unread) == 1 else 'them'} (it reads {keys})")
+        reads = ", ".join(f"env.{k}" for k in own if k != "suite") or "no env key but env.suite"
+        raise ConfigError(f"{', '.join(f'env.{k}' for k in unread)}: the {suite} suite does "
+                          f"not read {'it' if len(unread) == 1 else 'them'} (it reads {reads})")
+    return from_dict(options, env, "env")
 
 
-# Keys that moved, old -> new: the settings one algorithm alone reads left the learner
-# section for its own (2026-11-24); saved runs, presets and commands that use the old names
-# keep working.
-MOVED = {f"learner.{name}": f"learner.{section}.{name}" for section, names in (
-    ("impala", ("clip_rho_threshold", "clip_pg_rho_threshold", "clip_c_threshold",
-                "surrogate_clip", "fixed_targets")),
-    ("ppo", ("target_kl",))) for name in names}
+def _load_agent(section: Any) -> AgentConfig:
+    """The agent section with each component's options built as that component's Config."""
+    from agents.cores import CORES
+    from agents.heads import HEADS
+    from agents.torsos import TORSOS
 
-
-def migrate(data: dict) -> dict:
-    """Replace, in place, keys older mira wrote with what they mean now; returns ``data``.
-
-    ``agent.popart`` is a copy of ``learner.popart`` that every saved config.yaml and
-    checkpoint up to 2026-11 carries; the keys of ``MOVED`` are the learner settings one
-    algorithm alone reads, which every saved config up to 2026-11-24 holds in ``learner``.
-    """
-    learner = data.get("learner")
-    if isinstance(learner, dict):
-        for old, new in MOVED.items():
-            name, section = old.split(".")[1], new.split(".")[1]
-            if name in learner:
-                value = learner.pop(name)
-                part = learner.setdefault(section, {})
-                if isinstance(part, dict):
-                    part.setdefault(name, value)
-    agent = data.get("agent")
-    if isinstance(agent, dict) and "popart" in agent:
-        if agent.pop("popart") is True:  # the agent had PopArt's output layer: its weights need it
-            learner = data.setdefault("learner", {})
-            if isinstance(learner, dict):
-                learner["popart"] = True
-    return data
+    agent = _section(section, "agent")
+    parts = (("torso", TORSOS), ("core", CORES), ("head", HEADS))
+    options = {f"{part}_options": agent.pop(f"{part}_options", None) or {} for part, _ in parts}
+    cfg = from_dict(AgentConfig, agent, "agent")
+    typed = {}
+    for part, registry in parts:
+        try:
+            typed[f"{part}_options"] = _resolve_options(
+                registry, getattr(cfg, part), options[f"{part}_options"], f"agent.{part}_options")
+        except KeyError as e:  # the registry's "unknown X 'name'; valid Xs: ..."
+            raise ConfigError(f"agent.{part}: {e.args[0]}") from None
+    return replace(cfg, **typed)
 
 
 def _reset_switched_options(data: dict, parsed: list[tuple[str, Any]]) -> None:
@@ -353,35 +340,24 @@ def _resolve_options(registry, name: str, options: Any, key: str) -> Any:
     return from_dict(option_cls, options, key)
 
 
-def validate(cfg: ExperimentConfig, runtime: bool = True) -> None:
-    """Check names against registries and combinations; fill component options.
+def validate(cfg: ExperimentConfig, runtime: bool = True) -> ExperimentConfig:
+    """Check names, ranges and combinations; the config with the algorithm's defaults filled.
 
     ``runtime=False`` skips what only matters for training (how runners deal the tasks and
     fill the learner's batches): evaluating a checkpoint does not use that layout.
     """
-    import envs  # noqa: F401  (registers every suite)
-    from agents.cores import CORES
-    from agents.heads import HEADS
-    from agents.torsos import TORSOS
-    from envs.suites import ENVS, check_task_ids
+    from envs.suites import check_task_ids
     from learners.algorithms import LEARNERS, fill_defaults
 
-    def named(key: str, fn, *args):
-        try:
-            return fn(*args)
-        except KeyError as e:  # a registry's "unknown X 'name'; valid Xs: ..."
-            raise ConfigError(f"{key}: {e.args[0]}" if key else e.args[0]) from None
-
-    a = cfg.agent
-    named("learner.name", fill_defaults, cfg.learner)  # settings the algorithm defaults
-    named("env.suite", ENVS.get, cfg.env.suite)
-    named("", check_task_ids, cfg.env)  # its message starts with the key
-    a.torso_options = named("agent.torso", _resolve_options, TORSOS, a.torso, a.torso_options,
-                            "agent.torso_options")
-    a.core_options = named("agent.core", _resolve_options, CORES, a.core, a.core_options,
-                           "agent.core_options")
-    a.head_options = named("agent.head", _resolve_options, HEADS, a.head, a.head_options,
-                           "agent.head_options")
+    try:  # settings whose default depends on the algorithm
+        algorithm = LEARNERS.get(cfg.learner.name)
+        cfg = replace(cfg, learner=fill_defaults(cfg.learner))
+    except KeyError as e:  # the registry's "unknown learner 'name'; valid learners: ..."
+        raise ConfigError(f"learner.name: {e.args[0]}") from None
+    try:
+        check_task_ids(cfg.env)
+    except KeyError as e:  # its message starts with the key
+        raise ConfigError(e.args[0]) from None
     L = cfg.learner
     checks = [
         (L.device in ("auto", "cpu", "cuda") or L.device.startswith("cuda:"),
@@ -399,19 +375,15 @@ def validate(cfg: ExperimentConfig, runtime: bool = True) -> None:
     for ok, message in checks:
         if not ok:
             raise ConfigError(message)
-    for key, bounds in RANGES.items():
-        node = cfg
-        for part in key.split("."):
-            node = getattr(node, part)
-        check_range(key, node, *bounds)
+    check_ranges(cfg)  # every field declared with ranged(), read from its declaration
     for section in ("torso", "core", "head"):
-        _check_option_ranges(getattr(a, f"{section}_options"), f"agent.{section}_options")
-    if not runtime:
-        return
-    _check_task_dealing(cfg)
-    problem = LEARNERS.get(L.name).check(cfg)
-    if problem:
-        raise ConfigError(problem)
+        _check_option_ranges(getattr(cfg.agent, f"{section}_options"), f"agent.{section}_options")
+    if runtime:
+        _check_task_dealing(cfg)
+        problem = algorithm.check(cfg)
+        if problem:
+            raise ConfigError(problem)
+    return cfg
 
 
 def _check_task_dealing(cfg: ExperimentConfig) -> None:

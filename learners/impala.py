@@ -9,7 +9,7 @@
 
 ``learner.impala.surrogate_clip: eps`` (off by default, not in the paper) replaces the policy term
 by PPO's clipped surrogate on the ratio to the behaviour policy, so that
-``learner.epochs``/``minibatches`` can take many steps per batch (README, "IMPALA on Pong").
+``learner.epochs``/``minibatches`` can take many steps per batch (docs/results/pong.md).
 With ``learner.impala.fixed_targets`` (V-trace once per batch, as PPO's GAE), ``learner.clip_value``
 clips the value update around the values at the update's start (PPO2's value clip, half-width
 ``learner.clip_eps``) and ``learner.recurrence`` cuts the unrolls into chunks for the
@@ -22,8 +22,7 @@ as PPO's loss does. The choice is not a rescaling of the learning rate: RMSProp 
 divide by the gradient's RMS plus ``eps``, so the reduction sets which gradients ``eps``
 damps. Summed over a 640-step batch, every weight's gradient dwarfs Adam's eps 1e-5 and
 every weight moves by about the learning rate per step; averaged (PPO), the torso's and
-core's small gradients sit below eps and they move far slower than the head (README,
-"IMPALA on Pong").
+core's small gradients sit below eps and they move far slower than the head (docs/results/pong.md).
 The behaviour policy's log-probabilities come from the trajectory's
 ``behaviour_logits``; the learner's values at row ``T`` bootstrap the unroll.
 
@@ -43,6 +42,7 @@ from typing import NamedTuple
 
 import torch
 
+from agents.registry import ranged
 from learners.batch import Batch
 from learners.returns import vtrace
 from learners.terms import (
@@ -58,7 +58,7 @@ from learners.terms import (
 )
 
 
-@dataclass
+@dataclass(frozen=True)
 class ImpalaConfig:
     """The ``learner.impala:`` section: the settings only IMPALA's loss and update read.
 
@@ -66,11 +66,13 @@ class ImpalaConfig:
     with PPO.
     """
 
-    clip_rho_threshold: float = 1.0  # V-trace rho-bar of the value targets (eq. 1)
-    clip_pg_rho_threshold: float = 1.0  # V-trace rho-bar of the policy gradient (section 4.2)
-    clip_c_threshold: float = 1.0  # V-trace c-bar of the traces (eq. 1)
+    # V-trace rho-bar of the value targets (eq. 1)
+    clip_rho_threshold: float = ranged(1.0, 0, None, True)
+    # V-trace rho-bar of the policy gradient (section 4.2)
+    clip_pg_rho_threshold: float = ranged(1.0, 0, None, True)
+    clip_c_threshold: float = ranged(1.0, 0, None, True)  # V-trace c-bar of the traces (eq. 1)
     # 0 = the paper's policy gradient; eps > 0 = PPO's clipped surrogate on pi/mu (RLlib's APPO)
-    surrogate_clip: float = 0.0
+    surrogate_clip: float = ranged(0.0, 0, 1, False, True)
     # V-trace once per batch from the weights at its start, kept through epochs and
     # minibatches (as PPO's GAE); false = at every step
     fixed_targets: bool = False

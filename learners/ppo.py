@@ -31,6 +31,7 @@ from dataclasses import dataclass
 
 import torch
 
+from agents.registry import ranged
 from learners.batch import Batch
 from learners.returns import gae
 from learners.terms import (
@@ -45,7 +46,7 @@ from learners.terms import (
 )
 
 
-@dataclass
+@dataclass(frozen=True)
 class PPOConfig:
     """The ``learner.ppo:`` section: the settings only PPO's update reads.
 
@@ -53,7 +54,8 @@ class PPOConfig:
     shared with IMPALA's APPO options.
     """
 
-    target_kl: float = 0.0  # stop an update's epochs once approx KL exceeds this (0 = off)
+    # stop an update's epochs once approx KL exceeds this (0 = off)
+    target_kl: float = ranged(0.0, 0)
 
 
 # Kostrikov's and CleanRL's PPO: on-policy lock-step batches, 4 epochs x 4 minibatches,

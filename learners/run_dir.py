@@ -12,22 +12,13 @@ import os
 import subprocess
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import torch
 
-from learners.config import (
-    ConfigError,
-    ExperimentConfig,
-    load_config,
-    read_yaml,
-    save_config,
-)
+from learners.config import CONFIG_FORMAT, ConfigError, ExperimentConfig, load_config, save_config
 from learners.schedule import lr_schedule_change
-
-# meta.json's "config_format": 2 since IMPALA reads learner.epochs/minibatches, 3 since it
-# reads learner.clip_value and learner.recurrence (RunDir._format_overrides).
-CONFIG_FORMAT = 3
 
 
 def git_revision() -> str:
@@ -57,21 +48,23 @@ class RunDir:
     def __init__(self, path: str | Path):
         self.path = Path(path)
         self.checkpoints = self.path / "checkpoints"
+        self.cfg: ExperimentConfig | None = None  # the config a new run saved (create)
 
     @staticmethod
     def create(cfg: ExperimentConfig, config_path: str | None) -> RunDir:
         """A new run's directory, with its ``config.yaml`` and ``meta.json`` written.
 
         An unset ``run.name`` becomes ``<config file stem>-<timestamp>`` and an unset
-        ``run.dir`` ``runs/<name>`` (set in ``cfg``); a directory that already holds a
-        checkpoint is a ConfigError.
+        ``run.dir`` ``runs/<name>``: the config with them, as saved, is the run's ``cfg``
+        (``cfg`` itself is frozen). A directory that already holds a checkpoint is a
+        ConfigError.
         """
-        if not cfg.run.name:
-            stem = Path(config_path).stem if config_path else "run"
-            cfg.run.name = f"{stem}-{time.strftime('%Y%m%d-%H%M%S')}"
-        if not cfg.run.dir:
-            cfg.run.dir = str(Path("runs") / cfg.run.name)
+        stem = Path(config_path).stem if config_path else "run"
+        name = cfg.run.name or f"{stem}-{time.strftime('%Y%m%d-%H%M%S')}"
+        cfg = replace(cfg, run=replace(cfg.run, name=name,
+                                       dir=cfg.run.dir or str(Path("runs") / name)))
         run = RunDir(cfg.run.dir)
+        run.cfg = cfg
         if run.latest_checkpoint() is not None:
             raise ConfigError(f"run.dir {cfg.run.dir} already holds a run; "
                               f"continue it with `mira train --resume {cfg.run.dir}` "
@@ -96,29 +89,8 @@ class RunDir:
         return run
 
     def load_config(self, overrides: list[str] | None = None) -> ExperimentConfig:
-        """The saved config.yaml with ``_format_overrides()``, then ``overrides``, applied."""
-        return load_config(self.path / "config.yaml",
-                           self._format_overrides() + list(overrides or []))
-
-    def _format_overrides(self) -> list[str]:
-        """Overrides that keep a run directory written by an older mira meaning what it meant.
-
-        Format 1 (no ``config_format`` in meta.json) saved PPO's ``epochs: 4`` and
-        ``minibatches: 4`` in every config, and IMPALA ignored them; from format 2 IMPALA
-        reads them (one step per batch is ``1`` and ``1``). Formats 1 and 2 saved PPO's
-        ``clip_value: true`` in every config (and any ``recurrence``), which IMPALA ignored;
-        from format 3 IMPALA reads both (with ``learner.impala.fixed_targets``).
-        """
-        meta_path = self.path / "meta.json"
-        meta = json.loads(meta_path.read_text()) if meta_path.is_file() else {}
-        fmt = meta.get("config_format", 1)
-        saved = read_yaml(self.path / "config.yaml") or {}
-        learner = saved.get("learner") if isinstance(saved, dict) else None
-        if fmt >= CONFIG_FORMAT or not (isinstance(learner, dict)
-                                        and learner.get("name", "impala") == "impala"):
-            return []
-        return ((["learner.epochs=1", "learner.minibatches=1"] if fmt < 2 else [])
-                + ["learner.clip_value=false", "learner.recurrence=0"])
+        """The saved config.yaml with ``overrides`` (``load_config`` of the directory)."""
+        return load_config(self.path, overrides)
 
     def resume_config(self, overrides: list[str] | None = None) -> ExperimentConfig:
         """The run's config with ``overrides``, saved so that a later plain ``--resume`` keeps them.

@@ -3,7 +3,8 @@
 ``from_dict`` builds a dataclass from a mapping, checking every key against the fields
 (an unknown key lists the valid ones) and every value against the field's type (a
 ``Literal`` lists its values); ``read_yaml`` and ``parse_overrides`` read files and
-``dotted.key=value`` overrides with one-line errors; ``check_range`` bounds a number.
+``dotted.key=value`` overrides with one-line errors; ``check_ranges`` checks every field
+declared with a range (``agents.registry.ranged``) against it.
 ``learners/config.py`` composes the experiment's sections with these.
 """
 
@@ -40,6 +41,8 @@ def _coerce(value: Any, tp: Any, key: str) -> Any:
             return None
         return _coerce(value, args[0], key)
     if dataclasses.is_dataclass(tp):
+        if isinstance(value, tp):  # a section the loader built already (env, agent)
+            return value
         if not isinstance(value, dict):
             raise ConfigError(f"{key}: expected a mapping of {tp.__name__} fields, got {value!r}")
         return from_dict(tp, value, key)
@@ -171,3 +174,18 @@ def check_range(key: str, value, low, high, low_open: bool = False,
     if not ok:
         raise ConfigError(f"{key} must be {_interval(low, high, low_open, high_open)}, "
                           f"got {value!r}")
+
+
+def check_ranges(cfg: Any, prefix: str = "") -> None:
+    """Check every field of dataclass ``cfg`` declared with a range, nested sections too.
+
+    The interval is the field's ``metadata["range"]`` (``agents.registry.ranged``); a
+    value outside it is a ConfigError naming ``prefix.field``; None (unset) is not checked.
+    """
+    for f in dataclasses.fields(cfg):
+        value = getattr(cfg, f.name)
+        key = f"{prefix}.{f.name}" if prefix else f.name
+        if dataclasses.is_dataclass(value):
+            check_ranges(value, key)
+        elif "range" in f.metadata and value is not None:
+            check_range(key, value, *f.metadata["range"])

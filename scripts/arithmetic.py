@@ -19,7 +19,7 @@ error* (eq. 18, over all weight matrices) is read at the best-validation iterati
 Success rates carry a Wilson 95% interval, means a normal 95% interval, as in Table 1.
 
 The defaults are the paper's protocol, 100 seeds for 2 * 10^5 iterations (about 16
-minutes of one core: 954 s of CPU, measured 2026-11-24; README.md "Paper checks" has the
+minutes of one core: 954 s of CPU, measured 2026-11-24; docs/papers.md has the
 result beside Table 1); ``--seeds 20 --iterations 20000`` is a quick look, which cuts NAC*
 and NALU off before their paper medians of 5.5e4 and 7.0e4 iterations. The NMU's
 sparsity regulariser uses Table 3's schedule, ``lambda_hat = 10`` ramped from iteration

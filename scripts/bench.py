@@ -20,6 +20,7 @@ from __future__ import annotations
 import os
 import tempfile
 import time
+from dataclasses import replace
 
 import numpy as np
 import torch
@@ -92,15 +93,15 @@ def end_to_end_rate(cfg, seconds: float) -> float:
 
     Frames are counted over ``seconds`` after a warm-up of ``seconds / 4`` and divided by the
     frames per agent step; periodic checkpoints and progress logs are off (the run still writes
-    its final checkpoint). Changes ``cfg.run`` in place.
+    its final checkpoint). Runs a copy of ``cfg`` with those ``run`` settings.
     """
     from learners.run_dir import RunDir
     from learners.trainer import Trainer
 
     tmp = tempfile.mkdtemp(prefix="mira-bench-")
-    cfg.run.dir, cfg.run.name = tmp, "bench"
-    cfg.run.total_frames = 10**12  # stopped by time below
-    cfg.run.checkpoint_every_s = 1e9
+    # stopped by time below
+    cfg = replace(cfg, run=replace(cfg.run, dir=tmp, name="bench", total_frames=10**12,
+                                   checkpoint_every_s=1e9, log_every_s=1e9))
     trainer = Trainer(cfg, RunDir.create(cfg, None), quiet=True)
     fps_per_step = trainer.spec["frames_per_step"]
     warm = seconds / 4  # let every runner start and the first updates land
@@ -113,7 +114,6 @@ def end_to_end_rate(cfg, seconds: float) -> float:
             start, frames0 = now, max(t.frames, 1)
         return bool(frames0) and now - start >= seconds
 
-    trainer.cfg.run.log_every_s = 1e9
     summary = trainer.train(stop_when=timed)
     return (summary["frames"] - frames0) / max(time.time() - start, 1e-9) / fps_per_step
 

@@ -50,7 +50,7 @@ def _train(args) -> int:
             raise ConfigError("mira train needs a CONFIG file (or --resume RUN_DIR)")
         cfg = load_config(args.config, args.overrides)
         run = RunDir.create(cfg, args.config)
-        ckpt = None
+        cfg, ckpt = run.cfg, None  # with run.name and run.dir filled in
     print(f"[mira] run directory: {run.path}", file=sys.stderr)
     summary = Trainer(cfg, run, resume_from=ckpt, quiet=args.quiet).train()
     if summary.get("diverged"):

@@ -1,9 +1,10 @@
 """Write ``docs/configuration.md``, the configuration reference, from the typed configs.
 
 Every key of a training config (``learners.config.ExperimentConfig`` and the sections it
-composes: ``EnvConfig``, ``AgentConfig``, the optimizer, the algorithms' own sections) and
-every option of every registered torso, core and head, with its default, its allowed range
-or values and the one-line comment written beside the field in the source. The page is
+composes: each suite's ``env`` options, ``AgentConfig``, the optimizer, the algorithms' own
+sections) and every option of every registered torso, core and head, with its default, its
+allowed range (declared on the field, ``agents.registry.ranged``) or values and the
+one-line comment written beside the field in the source. The page is
 generated, so it cannot drift from the code: ``tests/test_docs.py`` checks that the
 committed page equals what this script writes.
 
@@ -78,15 +79,18 @@ def _range(bounds: tuple) -> str:
     return f"{'(' if low_open else '['}{low}, {high}{')' if high_open else ']'}"
 
 
-def _allowed(key: str, name: str, tp, value, ranges: dict, option: bool) -> str:
-    """Choices of a Literal, the checked range, or the rule for component options."""
+def _allowed(key: str, f: dataclasses.Field, tp, value, ranges: dict, option: bool) -> str:
+    """Choices of a Literal, the field's declared range, the rule for component options."""
     from agents.registry import choices
 
+    name = f.name
     kinds = choices(tp)
     if kinds:
         return ", ".join(f"`{k}`" for k in kinds)
     if key in ranges:
-        return ranges[key] if isinstance(ranges[key], str) else _range(ranges[key])
+        return ranges[key]
+    if "range" in f.metadata:
+        return _range(f.metadata["range"])
     if option and isinstance(value, int) and not isinstance(value, bool):
         return ">= 1"
     if option and isinstance(value, float) and name.endswith("dropout"):
@@ -95,18 +99,23 @@ def _allowed(key: str, name: str, tp, value, ranges: dict, option: bool) -> str:
 
 
 def table(cls: type, prefix: str, ranges: dict, option: bool = False,
-          notes: dict | None = None) -> tuple[list[str], list[tuple[type, str]]]:
+          notes: dict | None = None, skip: tuple[str, ...] = ()
+          ) -> tuple[list[str], list[tuple[type, str]]]:
     """Markdown rows for ``cls``'s fields under ``prefix``; nested dataclass fields returned."""
     hints = typing.get_type_hints(cls)
-    docs = field_comments(cls)
+    docs = {}
+    for klass in reversed(cls.__mro__[:-1]):  # a suite's options: the suite's comment too
+        docs.update(field_comments(klass))
     rows, nested = [], []
     for f in dataclasses.fields(cls):
+        if f.name in skip:
+            continue
         value = _default(f)
         key = f"{prefix}{f.name}"
         if dataclasses.is_dataclass(value):
             nested.append((type(value), f"{key}."))
             continue
-        allowed = _allowed(key, f.name, hints[f.name], value, ranges, option)
+        allowed = _allowed(key, f, hints[f.name], value, ranges, option)
         meaning = docs.get(f.name, "")
         if notes and key in notes:
             meaning = f"{meaning} {notes[key]}".strip()
@@ -130,33 +139,39 @@ def section(cls: type, prefix: str, ranges: dict, notes: dict) -> list[str]:
     return out
 
 
+def env_section(base: type, suites, ranges: dict) -> list[str]:
+    """The ``env`` section: ``env.suite``, then one table per suite's options class."""
+    rows = table(base, "env.", ranges)[0]
+    out = ["## `env`", "", (inspect.getdoc(base) or "").splitlines()[0], "", *HEADER, *rows, ""]
+    by_options: dict[type, list[str]] = {}
+    for name in suites.names():
+        by_options.setdefault(suites.get(name).Options, []).append(name)
+    for options, names in by_options.items():
+        which = ", ".join(f"`{n}`" for n in names)
+        out += [f"### `env.suite: {'` / `'.join(names)}`", "",
+                (inspect.getdoc(options) or "").splitlines()[0], ""]
+        rows = table(options, "env.", ranges, skip=("suite",))[0]
+        out += ([*HEADER, *rows] if rows else [f"{which}: no key besides `env.suite`."]) + [""]
+    return out
+
+
 def render() -> str:
     """The whole page."""
     import envs  # noqa: F401  (registers every suite)
     from agents.cores import CORES
     from agents.heads import HEADS
     from agents.torsos import TORSOS
-    from envs.suites import ENVS
+    from envs.suites import ENVS, EnvConfig
     from learners.algorithms import LEARNERS
-    from learners.config import RANGES, SUITE_KEYS, ExperimentConfig
+    from learners.config import ExperimentConfig
 
     by_algorithm = {}
     for name in LEARNERS.names():
         for key, value in dataclasses.asdict(LEARNERS.get(name).defaults).items():
             by_algorithm.setdefault(key, []).append(f"{name}: {_show(value)}")
     notes: dict = {"_by_algorithm": {k: ", ".join(v) for k, v in by_algorithm.items()}}
-    for suite, keys in SUITE_KEYS.items():
-        for key in keys:
-            notes.setdefault(f"env.{key}", []).append(suite)
-    notes.update({k: f"Read by: {', '.join(v)}." for k, v in notes.items()
-                  if k.startswith("env.") and isinstance(v, list)})
-    # Keys whose values are registry names, and the ranges validate() checks with its
-    # combination rules rather than through RANGES.
-    ranges = dict(RANGES)
-    ranges.update({"run.total_frames": (0, None, True, False),
-                   "runtime.num_runners": (0, None, False, False),
-                   "runtime.envs_per_runner": (1, None, False, False),
-                   "learner.unroll_length": (1, None, False, False)})
+    # Keys whose values are registry names (the ranges are declared on the fields).
+    ranges = {}
     named = {"env.suite": ENVS, "agent.torso": TORSOS, "agent.core": CORES, "agent.head": HEADS,
              "learner.name": LEARNERS}
     ranges.update({k: ", ".join(f"`{n}`" for n in r.names()) for k, r in named.items()})
@@ -172,13 +187,16 @@ def render() -> str:
         "(`learner.batch_size=32`; values are YAML). Ranges are checked when a config is loaded:",
         "a value outside them, an unknown key or a wrong type is a one-line error naming the key.",
         "A default listed per algorithm is filled in on load and written to the run's",
-        "`config.yaml`. Env keys name the suites that read them; setting one the chosen suite",
-        "does not read is refused.",
+        "`config.yaml`. The `env` section holds `env.suite` and the keys of that suite alone;",
+        "setting a key the chosen suite does not read is refused.",
         "",
     ]
     root = ExperimentConfig()
     for f in dataclasses.fields(ExperimentConfig):
         cls = type(getattr(root, f.name))
+        if f.name == "env":
+            lines += env_section(EnvConfig, ENVS, ranges)
+            continue
         doc = (inspect.getdoc(cls) or "").splitlines()[0]
         lines += [f"## `{f.name}`", "", doc, "", *section(cls, f"{f.name}.", ranges, notes)]
     lines += [

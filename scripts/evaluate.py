@@ -13,7 +13,7 @@ import sys
 import time
 from pathlib import Path
 
-from learners.config import ConfigError, ExperimentConfig, from_dict, load_config, migrate, validate
+from learners.config import ConfigError, ExperimentConfig, load_config
 
 
 def locate(path: str) -> tuple[Path, Path]:
@@ -37,23 +37,17 @@ def locate(path: str) -> tuple[Path, Path]:
 def load_run_config(ckpt: Path, state: dict, overrides: list[str]) -> ExperimentConfig:
     """The config of the run that wrote ``ckpt``, with ``overrides`` applied.
 
-    Read from the checkpoint's ``state`` where it carries one (migrated to the current schema),
-    else from ``config.yaml`` in its run directory. Validated without the runtime section:
-    evaluation does not use the training run's runner layout.
+    Read from the checkpoint's ``state`` where it carries one, else from the run directory
+    the checkpoint is in, by the loader every command uses (old keys migrate, in the saved
+    config and in ``overrides`` alike). Validated without the runtime section: evaluation
+    does not use the training run's runner layout.
     """
     if "config" in state:
-        from learners.config import parse_overrides, set_dotted
-
-        data = migrate(state["config"])
-        for key, value in parse_overrides(overrides):
-            set_dotted(data, key, value)
-        cfg = from_dict(ExperimentConfig, data)
-        validate(cfg, runtime=False)  # evaluation does not use the training run's runner layout
-        return cfg
-    config_path = ckpt.parent.parent / "config.yaml"
-    if not config_path.is_file():
-        raise ConfigError(f"{ckpt} carries no config and there is no {config_path}")
-    return load_config(config_path, overrides, runtime=False)
+        return load_config(state["config"], overrides, runtime=False)
+    run_dir = ckpt.parent.parent
+    if not (run_dir / "config.yaml").is_file():
+        raise ConfigError(f"{ckpt} carries no config and there is no {run_dir / 'config.yaml'}")
+    return load_config(run_dir, overrides, runtime=False)
 
 
 def record_videos(cfg, weights: dict, indices: list[int], names: list[str], episodes: int,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from pathlib import Path
 
@@ -28,16 +29,42 @@ def test_a_setting_the_suite_never_reads_is_refused(config, override, reads):
         load_config(ROOT / f"configs/{config}.yaml", [override], runtime=False)
 
 
-def test_a_saved_config_with_every_default_still_loads(tmp_path):
-    """config.yaml holds every env key at its default; only set values are checked."""
-    cfg = load_config(ROOT / "configs/impala_lab6.yaml", runtime=False)
+# The env section every config.yaml held before each suite had its own options: every key
+# of every suite, at its default where the suite did not read it.
+OLD_ENV = {"suite": "minigrid", "level": "MiniGrid-Empty-5x5-v0", "levels": [], "game": "Pong",
+           "games": [], "protocol": "dqn", "episodic_life": False, "max_episode_frames": 108_000,
+           "frame_stack": 4, "full_action_space": None, "backend": "ale_vector",
+           "ale_threads": 1}
+
+
+@pytest.mark.parametrize("config, suite", [("impala_lab6", "lab6"), ("impala_minigrid", "minigrid"),
+                                           ("impala_atari", "atari")])
+def test_a_saved_config_with_every_env_key_still_loads(tmp_path, config, suite):
+    """An old config.yaml's keys of other suites, at their defaults, are dropped on load.
+
+    A non-default value of a key the suite does not read is refused, in the file or given as
+    an override; a config saved now holds the suite's own keys alone.
+    """
+    import yaml
+
+    cfg = load_config(ROOT / f"configs/{config}.yaml", runtime=False)
     save_config(cfg, tmp_path / "config.yaml")
-    assert load_config(tmp_path / "config.yaml", runtime=False).env.suite == "lab6"
-    # a file's non-default value for a key the suite does not read is refused too
-    text = (tmp_path / "config.yaml").read_text().replace("frame_stack: 4", "frame_stack: 2")
-    (tmp_path / "config.yaml").write_text(text)
-    with pytest.raises(ConfigError, match="env.frame_stack: the lab6 suite does not read it"):
-        load_config(tmp_path / "config.yaml", runtime=False)
+    saved = yaml.safe_load((tmp_path / "config.yaml").read_text())
+    assert set(saved["env"]) == {f.name for f in dataclasses.fields(cfg.env)}
+    assert ("frame_stack" in saved["env"]) == (suite == "atari")
+    old = dict(OLD_ENV, **saved["env"])  # the old file: this suite's values, the rest defaults
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump(dict(saved, env=old)))
+    again = load_config(tmp_path / "config.yaml", runtime=False)
+    assert again == cfg and type(again.env) is type(cfg.env)
+    if suite != "atari":
+        with pytest.raises(ConfigError, match=rf"^env.frame_stack: the {suite} suite does not "
+                                              "read it"):
+            load_config(tmp_path / "config.yaml", ["env.frame_stack=4"], runtime=False)
+        old["frame_stack"] = 2
+        (tmp_path / "config.yaml").write_text(yaml.safe_dump(dict(saved, env=old)))
+        with pytest.raises(ConfigError, match=rf"^env.frame_stack: the {suite} suite does not "
+                                              "read it"):
+            load_config(tmp_path / "config.yaml", runtime=False)
 
 
 def test_an_unknown_core_is_one_line_without_a_notice_first(capsys):

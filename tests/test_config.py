@@ -170,3 +170,84 @@ def test_settings_of_one_algorithm_live_in_its_section_and_old_keys_still_load(t
         load_config(old, ["learner.impala.surrogate=0.3"])
     with pytest.raises(ConfigError, match=r"learner.impala.surrogate_clip must be in \[0, 1\)"):
         load_config(old, ["learner.surrogate_clip=1.5"])
+
+
+def test_evaluate_migrates_old_keys_in_overrides_as_train_does(tmp_path):
+    """``mira evaluate`` loads through the same loader: an old key given as an override migrates.
+
+    Both ways evaluate finds a run's config: the checkpoint's own copy, and the run
+    directory's config.yaml.
+    """
+    import yaml
+
+    from scripts.evaluate import load_run_config
+
+    saved = to_dict(load_config(None, ["learner.impala.surrogate_clip=0.2"]))
+    saved["learner"]["surrogate_clip"] = saved["learner"].pop("impala").pop("surrogate_clip")
+    run = tmp_path / "run"
+    (run / "checkpoints").mkdir(parents=True)
+    (run / "config.yaml").write_text(yaml.safe_dump(saved))
+    ckpt = run / "checkpoints" / "ckpt_000000000100.pt"
+    for state in ({"config": saved}, {}):
+        assert load_run_config(ckpt, state, []).learner.impala.surrogate_clip == 0.2
+        cfg = load_run_config(ckpt, state, ["learner.surrogate_clip=0.3"])
+        assert cfg.learner.impala.surrogate_clip == 0.3
+
+
+def test_a_validated_config_is_frozen_and_changed_by_copy():
+    import dataclasses
+
+    cfg = load_config(None)
+
+    def sections(obj):
+        yield obj
+        for f in dataclasses.fields(obj):
+            value = getattr(obj, f.name)
+            if dataclasses.is_dataclass(value) and f.name not in (
+                    "torso_options", "core_options", "head_options"):
+                yield from sections(value)
+
+    for section in sections(cfg):
+        assert type(section).__dataclass_params__.frozen, type(section).__name__
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        cfg.run.dir = "elsewhere"
+    copy = dataclasses.replace(cfg, run=dataclasses.replace(cfg.run, dir="elsewhere"))
+    assert copy.run.dir == "elsewhere" and cfg.run.dir == ""
+
+
+def test_ranges_are_declared_on_the_fields_and_checked_from_there():
+    """Every ranged field is checked on load from its declaration (no table elsewhere)."""
+    import dataclasses
+
+    from learners.config import ExperimentConfig
+
+    def ranged_keys(cls, prefix):
+        for f in dataclasses.fields(cls):
+            default = f.default_factory() if f.default is dataclasses.MISSING else f.default
+            if dataclasses.is_dataclass(default):
+                yield from ranged_keys(type(default), f"{prefix}{f.name}.")
+            elif "range" in f.metadata:
+                yield f"{prefix}{f.name}", f.metadata["range"]
+
+    keys = dict(ranged_keys(ExperimentConfig, ""))
+    assert {"learner.gamma", "run.keep_checkpoints", "learner.impala.surrogate_clip",
+            "eval.episodes"} <= set(keys)
+    for key, (low, _high, low_open, _) in keys.items():
+        if low is None or key in ("run.total_frames", "runtime.num_runners",
+                                  "runtime.envs_per_runner", "learner.unroll_length"):
+            continue  # checked first by a combination rule, with its own sentence
+        below = low - 1 if not low_open else low
+        with pytest.raises(ConfigError, match=rf"^{key} must be"):
+            load_config(None, [f"{key}={below}"], runtime=False)
+
+
+def test_each_suite_reads_its_own_options():
+    from envs.suites import AtariOptions, EnvConfig, MiniGridOptions
+
+    cfg = load_config(None, ["env.suite=atari", "env.game=Breakout"], runtime=False)
+    assert type(cfg.env) is AtariOptions and not hasattr(cfg.env, "level")
+    assert type(load_config(None).env) is MiniGridOptions
+    assert EnvConfig(suite="atari", game="Breakout") == cfg.env  # built by its suite's class
+    with pytest.raises(ConfigError, match=r"unknown config key 'env.speed'; valid keys under "
+                                          r"'env': suite, level, levels"):
+        load_config(None, ["env.speed=2"])

@@ -1,5 +1,7 @@
 """The IMPALA loss: padding changes nothing, terms match a hand computation, reward clipping."""
 
+import dataclasses
+
 import pytest
 import torch
 
@@ -138,7 +140,7 @@ def test_normalized_advantages_option_scales_only_the_policy_term():
     cfg = LearnerConfig(reward_clip="none", gamma=0.9)
     batch, out = batch_and_output(T=6, B=5)
     _, plain = loss_of(out, Batch.from_dict(batch), cfg)[:2]
-    cfg.normalize_advantages = True
+    cfg = dataclasses.replace(cfg, normalize_advantages=True)  # configs are frozen
     _, normed = loss_of(out, Batch.from_dict(batch), cfg)[:2]
     T = 6
     logp = torch.log_softmax(out.logits[:T], -1)

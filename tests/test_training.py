@@ -1,5 +1,6 @@
 """In-process training (runtime.num_runners: 0): the run directory, resume, Ctrl-C."""
 
+import dataclasses
 import json
 import os
 import signal
@@ -87,7 +88,10 @@ def test_lr_decay_frames_runs_the_start_of_a_longer_schedule(tmp_path, small_cfg
     lr = cfg.learner.optimizer.lr
     assert learner.lr() == pytest.approx(lr * (1 - summary["frames"] / 1600))
     assert 0.5 * lr < learner.lr() < lr
-    learner.lcfg.optimizer.lr_decay_frames = 0  # the default: decay over run.total_frames
+    # the default: decay over run.total_frames (configs are frozen: the learner gets a copy)
+    c = learner.cfg
+    learner.cfg = dataclasses.replace(c, learner=dataclasses.replace(c.learner, optimizer=(
+        dataclasses.replace(c.learner.optimizer, lr_decay_frames=0))))
     assert learner.lr() == lr * max(0.0, 1 - summary["frames"] / 400) < 0.5 * lr
 
 

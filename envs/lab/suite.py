@@ -14,12 +14,13 @@ import csv
 import functools
 import importlib.resources
 import io
+from dataclasses import dataclass
 
 import gymnasium as gym
 from gymnasium.wrappers import RecordEpisodeStatistics
 
 from envs.lab.levels import GYM_ID, LAB6, LAB30, make_lab_env
-from envs.suites import ENVS, EnvConfig, SuiteSpec
+from envs.suites import EnvConfig, SuiteSpec, register_suite
 
 SCORE_SUITE = "lab"
 SCORES_CSV = "lab30_scores.csv"
@@ -29,20 +30,27 @@ SCORE_COLUMNS = (
 )
 
 
+@dataclass(frozen=True)
+class LabOptions(EnvConfig):
+    """The ``env`` section for suites ``lab30`` and ``lab6``: no option besides the suite."""
+
+    suite: str = "lab30"  # which suite: a name in envs.ENVS (minigrid, atari, lab30, lab6)
+
+
 def _make_lab(levels: tuple[str, ...], task: int, seed: int) -> gym.Env:
     env = RecordEpisodeStatistics(make_lab_env(levels[task]))
     env.reset(seed=seed)
     return env
 
 
-@ENVS.register("lab30")
-def lab30_suite(cfg: EnvConfig) -> SuiteSpec:
+@register_suite("lab30", LabOptions)
+def lab30_suite(cfg: LabOptions) -> SuiteSpec:
     """All 30 lab30 levels as tasks, in ``LAB30`` order; 7 actions, scores under "lab"."""
     return SuiteSpec(list(LAB30), functools.partial(_make_lab, tuple(LAB30)), 7, SCORE_SUITE)
 
 
-@ENVS.register("lab6")
-def lab6_suite(cfg: EnvConfig) -> SuiteSpec:
+@register_suite("lab6", LabOptions)
+def lab6_suite(cfg: LabOptions) -> SuiteSpec:
     """The six ``LAB6`` levels (one per family) as tasks; 7 actions, scores under "lab"."""
     return SuiteSpec(list(LAB6), functools.partial(_make_lab, tuple(LAB6)), 7, SCORE_SUITE)
 
