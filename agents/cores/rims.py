@@ -76,7 +76,7 @@ from typing import Literal
 import torch
 from torch import nn
 
-from agents.cores import CORES, State, mask_state
+from agents.cores.contract import CORES, State, mask_state
 from agents.registry import check_choices, typed_options
 
 
