@@ -189,3 +189,12 @@ def test_every_actor_handle_calls_methods_its_class_has():
     for handle in HANDLES:
         methods = [f.remote_method for f in vars(handle).values() if hasattr(f, "remote_method")]
         assert methods and all(callable(getattr(handle.wraps, m)) for m in methods), handle
+
+
+def test_the_mira_commands_never_import_the_paper_checks():
+    graph = import_graph()
+    papers = {m for m in graph if m.startswith("scripts.papers")}
+    assert len(papers) > 5, "the paper checks live in scripts/papers/"
+    wrong = {m: sorted(graph[m] & papers) for m in graph
+             if not m.startswith(("scripts.papers", "tests")) and graph[m] & papers}
+    assert not wrong, f"modules outside scripts/papers/ import paper checks: {wrong}"
