@@ -228,7 +228,9 @@ def check_task_ids(cfg: EnvConfig) -> None:
 
 
 def build_suite(cfg: EnvConfig) -> SuiteSpec:
-    """The ``SuiteSpec`` that ``cfg.suite`` names (importing ``envs`` registers the lab suites)."""
-    import envs  # noqa: F401  (registers the lab suites)
+    """The ``SuiteSpec`` that ``cfg.suite`` names.
 
+    The lab suites are registered by the ``envs`` package, which Python imports before this
+    module.
+    """
     return ENVS.get(cfg.suite)(cfg)

@@ -2,9 +2,10 @@
 
 - ``Fleet``: the runners (``EnvRunner`` actors, replaced when one dies), the learner actor
   (with a GPU when ``learner.device`` wants one) and evaluators (``make_evaluator``);
-- ``call`` / ``get`` / ``wait_one``: one interface over Ray actors and ``Local`` objects, so
-  ``runtime.num_runners: 0`` runs one runner and the learner in this process with no Ray and
-  tests exercise the very loop of ``learners/trainer.py``;
+- its actors behind typed handles (``learners/handles.py``: ``RunnerHandle``, ``LearnerHandle``,
+  ``EvaluatorHandle``), Ray actors or, with ``runtime.num_runners: 0``, objects in this process,
+  so one runner and the learner run with no Ray and tests exercise the very loop of
+  ``learners/trainer.py``; ``describe``, ``runner_failed``, ``data_lost`` read the errors of calls;
 - Ray start-up (``start_ray``: a local instance, or a cluster that must answer and be big
   enough) and the GPU decision (``learner_wants_gpu``), used by ``mira train`` and ``mira compare``;
 - ``gpu_options``: every actor sees exactly the GPUs Ray reserved for it (none for runners).
@@ -21,73 +22,15 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from envs.evaluation import Evaluator
 from envs.runner import EnvRunner
+from learners.handles import EvaluatorHandle, LearnerHandle, RunnerHandle
 from learners.learner import Learner
 
 log = logging.getLogger("mira")
 
 
-# ---------------------------------------------------------------- local or Ray calls
-
-
-class Local:
-    """In-process stand-in for an actor handle: ``call`` runs the method now."""
-
-    def __init__(self, obj):
-        self.obj = obj
-
-
-@dataclass(eq=False)  # hashable by identity, like an ObjectRef
-class Done:
-    """The result of a ``Local`` call (a Ray ObjectRef's in-process counterpart)."""
-
-    value: Any = None
-    error: BaseException | None = None
-
-
-def call(handle, method: str, *args, num_returns: int = 1):
-    """Call ``method`` on a Ray actor handle or a ``Local``; returns its ref(s) at once.
-
-    ``num_returns > 1`` gives a tuple of that many refs. On a ``Local`` the method runs now, on
-    the values of any ``Done`` arguments; an exception it raises is kept in the ``Done`` and
-    raised by ``get``, as Ray raises a task's error where the result is read.
-    """
-    if isinstance(handle, Local):
-        args = tuple(get(a) if isinstance(a, Done) else a for a in args)  # as Ray resolves refs
-        try:
-            out = getattr(handle.obj, method)(*args)
-        except Exception as e:  # noqa: BLE001 - reported where the result is read
-            return (tuple(Done(error=e) for _ in range(num_returns)) if num_returns > 1
-                    else Done(error=e))
-        return tuple(Done(v) for v in out) if num_returns > 1 else Done(out)
-    fn = getattr(handle, method)
-    return (fn.options(num_returns=num_returns).remote(*args) if num_returns > 1
-            else fn.remote(*args))
-
-
-def get(ref):
-    """The value behind a ref: a ``Done``'s value (raising its error) or ``ray.get(ref)``."""
-    if isinstance(ref, Done):
-        if ref.error is not None:
-            raise ref.error
-        return ref.value
-    import ray
-
-    return ray.get(ref)
-
-
-def wait_one(refs: list, timeout: float = 1.0) -> list:
-    """Refs among ``refs`` that are ready, waiting up to ``timeout`` s for one.
-
-    ``Local`` results are always ready.
-    """
-    local = [r for r in refs if isinstance(r, Done)]
-    if local:
-        return local  # in-process results are all ready
-    import ray
-
-    ready, _ = ray.wait(refs, num_returns=1, timeout=timeout)
-    return ready
+# ---------------------------------------------------------------- errors of calls
 
 
 def describe(error: BaseException) -> str:
@@ -235,23 +178,21 @@ def gpu_options(num_gpus: float = 0) -> dict:
     return {"num_gpus": 0, "runtime_env": {"env_vars": {"CUDA_VISIBLE_DEVICES": ""}}}
 
 
-def make_evaluator(cfg, tasks: list[int], episodes: int, in_process: bool):
+def make_evaluator(cfg, tasks: list[int], episodes: int, in_process: bool) -> EvaluatorHandle:
     """An ``Evaluator`` of ``tasks`` (``envs/evaluation.py``): in this process, or a Ray actor.
 
     The actor takes 1 CPU and no GPU, spread over the nodes. The one place evaluators are built
     (training's periodic evaluation and ``mira evaluate``).
     """
-    from envs.evaluation import Evaluator
-
     kwargs = dict(env_cfg=cfg.env, agent_cfg=cfg.agent, tasks=tasks, episodes=episodes,
                   max_envs=cfg.runtime.envs_per_runner, seed=cfg.run.seed + 10_000,
                   popart=cfg.learner.popart)
     if in_process:
-        return Local(Evaluator(**kwargs))
+        return EvaluatorHandle(Evaluator(**kwargs), in_process=True)
     import ray
 
-    return ray.remote(num_cpus=1, scheduling_strategy="SPREAD",
-                      **gpu_options(0))(Evaluator).remote(**kwargs)
+    return EvaluatorHandle(ray.remote(num_cpus=1, scheduling_strategy="SPREAD",
+                                      **gpu_options(0))(Evaluator).remote(**kwargs))
 
 
 def learner_wants_gpu(cfg) -> bool:
@@ -282,10 +223,10 @@ class Fleet:
     """A run's runners (replaced when one dies, ``replaced`` counting) and its actor factories."""
 
     cfg: Any
-    runners: list = field(default_factory=list)
+    runners: list[RunnerHandle] = field(default_factory=list)
     replaced: int = 0
 
-    def make_runner(self, index: int):
+    def make_runner(self, index: int) -> RunnerHandle:
         """Runner ``index``: in-process with ``num_runners: 0``, else a 1-CPU, no-GPU Ray actor.
 
         It gets seed ``run.seed + 7919 * replaced`` (it derives its envs' seeds from that and its
@@ -302,12 +243,12 @@ class Fleet:
             state_every=cfg.learner.recurrence, popart=cfg.learner.popart,
         )
         if cfg.runtime.num_runners == 0:
-            return Local(EnvRunner(**kwargs))
+            return RunnerHandle(EnvRunner(**kwargs), in_process=True)
         import ray
 
         actor = ray.remote(num_cpus=1, max_restarts=0, scheduling_strategy="SPREAD",
                            **gpu_options(0))(EnvRunner)
-        return actor.remote(**kwargs)
+        return RunnerHandle(actor.remote(**kwargs))
 
     def start(self) -> None:
         """Start the runners: ``runtime.num_runners`` actors, or one in-process runner."""
@@ -317,29 +258,24 @@ class Fleet:
         """Kill the runner actors (their CPUs go back to the cluster); in-process ones are left."""
         if self.cfg.runtime.num_runners == 0:
             return
-        import ray
-
         for runner in self.runners:
-            ray.kill(runner, no_restart=True)
+            runner.kill()
         self.runners = []
 
     def replace(self, index: int) -> None:
         """Start a new runner ``index`` in place of one that died; its unroll in flight is lost."""
         self.replaced += 1
         log.warning("runner %d died; its in-flight unroll is lost; starting a replacement", index)
-        if not isinstance(self.runners[index], Local):
-            import ray
-
-            ray.kill(self.runners[index], no_restart=True)
+        self.runners[index].kill()
         self.runners[index] = self.make_runner(index)
 
-    def make_evaluator(self, num_tasks: int):
+    def make_evaluator(self, num_tasks: int) -> EvaluatorHandle:
         """An evaluator of every task, ``eval.episodes`` each; in-process like the runners."""
         cfg = self.cfg
         return make_evaluator(cfg, list(range(num_tasks)), cfg.eval.episodes,
                               in_process=cfg.runtime.num_runners == 0)
 
-    def make_learner(self, spec: dict, gpus: int = 0):
+    def make_learner(self, spec: dict, gpus: int = 0) -> LearnerHandle:
         """The learner: in-process with ``num_runners: 0``, else an actor with ``gpus`` GPUs.
 
         ``gpus`` comes from ``learner_wants_gpu``, asked once by the caller before any actor starts.
@@ -352,8 +288,8 @@ class Fleet:
         # (on 2 cores, 2 learner threads cut end-to-end throughput by ~10%: mira bench).
         threads = cfg.runtime.learner_threads or max(1, int(cfg.runtime.learner_cpus))
         if cfg.runtime.num_runners == 0:
-            return Local(Learner(cfg, spec, threads))
+            return LearnerHandle(Learner(cfg, spec, threads), in_process=True)
         import ray
 
         actor = ray.remote(num_cpus=cfg.runtime.learner_cpus, **gpu_options(gpus))(Learner)
-        return actor.remote(cfg, spec, threads, gpus)
+        return LearnerHandle(actor.remote(cfg, spec, threads, gpus))

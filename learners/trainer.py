@@ -1,8 +1,9 @@
 """``train``: one run from its config to its summary (the loop of docs/design.md's data path).
 
-See ``learners/fleet.py`` for how calls reach runners and the learner with or
-without Ray. Frames are counted when the learner consumes them (so the learning-rate
-schedule and a resumed run agree on them); ``frames = T x batch x frame skip`` per update.
+See ``learners/fleet.py`` for the actors and ``learners/handles.py`` for how calls reach
+runners and the learner with or without Ray. Frames are counted when the learner consumes
+them (so the learning-rate schedule and a resumed run agree on them);
+``frames = T x batch x frame skip`` per update.
 """
 
 from __future__ import annotations
@@ -18,16 +19,13 @@ from learners.algorithms import LEARNERS
 from learners.config import ConfigError, RunStopped
 from learners.fleet import (
     Fleet,
-    Local,
-    call,
     connect,
     data_lost,
     describe,
-    get,
     learner_wants_gpu,
     runner_failed,
-    wait_one,
 )
+from learners.handles import get, wait_one
 from learners.logbook import EpisodeStats, Logbook, duration
 from learners.run_dir import RunDir, nonfinite_tensors
 
@@ -130,9 +128,9 @@ class Trainer:
         self.fleet = Fleet(cfg)
         try:  # an error while building the envs or the agent is the config's, in one line
             self.fleet.start()
-            self.spec = get(call(self.fleet.runners[0], "spec"))
+            self.spec = get(self.fleet.runners[0].spec())
             self.learner = self.fleet.make_learner(self.spec, gpus)
-            get(call(self.learner, "get_version"))
+            get(self.learner.get_version())
         except ConfigError:
             raise
         except Exception as e:  # noqa: BLE001 - ValueError, RuntimeError, RayActorError, ...
@@ -147,15 +145,15 @@ class Trainer:
         self.known = [-1] * len(self.fleet.runners)  # the weights version each runner holds
         if resume_from is not None:
             state = RunDir.load_checkpoint(resume_from)
-            get(call(self.learner, "load_state_dict", state["learner"]))
+            get(self.learner.load_state_dict(state["learner"]))
             progress = state["progress"]
             self.stats.load_state_dict(progress["episodes"])
             self.wall_before = float(progress["wall_time_s"])
             self.lost_unrolls = int(progress.get("lost_unrolls", 0))
-        self.version = get(call(self.learner, "get_version"))
-        self.frames = (int(get(call(self.learner, "state_counters"))["frames"])
+        self.version = get(self.learner.get_version())
+        self.frames = (int(get(self.learner.state_counters())["frames"])
                        if resume_from is not None else 0)
-        self.weights = call(self.learner, "get_weights")
+        self.weights = self.learner.get_weights()
         self._start = self._log_time = self._last_ckpt = time.time()
         self._log_frames, self._queue_wait, self.last_metrics = self.frames, 0.0, {}
         self._log_frames0 = self.frames  # frames at this start or resume: the ETA's mean speed
@@ -184,10 +182,10 @@ class Trainer:
         """Send runner ``index`` out for one unroll with the newest weights it lacks."""
         runner = self.fleet.runners[index]
         if self.known[index] != self.version:
-            refs = call(runner, "rollout_with_info", self.weights, self.version, num_returns=2)
+            refs = runner.rollout_with_info(self.weights, self.version)
             self.known[index] = self.version
         else:
-            refs = call(runner, "rollout_with_info", None, None, num_returns=2)
+            refs = runner.rollout_with_info(None, None)
         return refs
 
     def _absorb(self, metrics: dict) -> None:
@@ -226,7 +224,7 @@ class Trainer:
 
         state = {
             "config": to_dict(self.cfg),  # a checkpoint is self-contained for mira evaluate
-            "learner": get(call(self.learner, "state_dict")),
+            "learner": get(self.learner.state_dict()),
             "progress": {
                 "frames": self.frames, "wall_time_s": self.wall_time(),
                 "episodes": self.stats.state_dict(), "lost_unrolls": self.lost_unrolls,
@@ -289,12 +287,10 @@ class Trainer:
 
     def _learner_lost(self) -> bool:
         """Whether the learner actor is gone (its node died, or it was killed)."""
-        if isinstance(self.learner, Local):
+        if self.learner.in_process:
             return False
-        import ray
-
         try:
-            ray.get(self.learner.get_version.remote(), timeout=30)
+            get(self.learner.get_version(), timeout=30)
             return False
         except Exception:  # noqa: BLE001 - RayActorError, GetTimeoutError, ...
             return True
@@ -341,8 +337,7 @@ class Trainer:
             return
         if self.evaluator is None:
             self.evaluator = self.fleet.make_evaluator(len(self.spec["tasks"]))
-        self.eval_ref, self.eval_frames = (call(self.evaluator, "evaluate", self.weights),
-                                           self.frames)
+        self.eval_ref, self.eval_frames = self.evaluator.evaluate(self.weights), self.frames
         every = self.cfg.eval.every_frames
         self.next_eval = (self.frames // every + 1) * every
 
@@ -404,7 +399,7 @@ class Trainer:
             for ref in wait_one(waiting):
                 if ref is update_ref:
                     if self._update_done(update_ref, queue.per_update):
-                        self.weights = call(self.learner, "get_weights")
+                        self.weights = self.learner.get_weights()
                     update_ref, idle_since = None, time.time()
                     for index in queue.update_done():
                         send(index)
@@ -419,7 +414,7 @@ class Trainer:
                     and self.frames < self.cfg.run.total_frames):
                 self._queue_wait += time.time() - idle_since
                 batch, released = queue.take()
-                update_ref = call(self.learner, "update", *batch)
+                update_ref = self.learner.update(*batch)
                 for index in released:
                     send(index)
         return False
@@ -449,11 +444,11 @@ class Trainer:
                 send(index)
             if queue.ready():
                 batch, released = queue.take()
-                update_ref = call(self.learner, "update", *batch)
+                update_ref = self.learner.update(*batch)
                 for i in released:
                     send(i)
                 if self._update_done(update_ref, queue.per_update):
-                    self.weights = call(self.learner, "get_weights")
+                    self.weights = self.learner.get_weights()
                 for i in queue.update_done():
                     send(i)
         return False

@@ -87,7 +87,8 @@ def evaluate_checkpoint(path: str, episodes: int = 10, tasks: list[str] | None =
     """
     from envs.evaluation import markdown, score_table
     from envs.suites import build_suite
-    from learners.fleet import call, connect, get, make_evaluator
+    from learners.fleet import connect, make_evaluator
+    from learners.handles import get
     from learners.run_dir import RunDir
 
     ckpt, out_dir = locate(path)
@@ -125,7 +126,7 @@ def evaluate_checkpoint(path: str, episodes: int = 10, tasks: list[str] | None =
         connect(cfg)
         weights = ray.put(weights)
     handles = [make_evaluator(cfg, [i], episodes, in_process) for i in indices]
-    refs = [call(h, "evaluate", weights) for h in handles]
+    refs = [h.evaluate(weights) for h in handles]
     returns = {}
     for i, ref in zip(indices, refs):
         returns[suite.tasks[i]] = get(ref)[i]

@@ -1,10 +1,10 @@
-"""scripts/atari_panel.py: its compare file, the table beside the RIMs paper and the plot."""
+"""scripts/papers/atari_panel.py: its compare file, the table beside the RIMs paper and the plot."""
 
 import numpy as np
 import pytest
 import yaml
 
-from scripts import atari_panel
+from scripts.papers import atari_panel
 
 
 def test_dry_run_lists_both_presets_on_every_game(tmp_path, capsys):

@@ -1,4 +1,4 @@
-"""scripts.atari_probe on real Pong frames and a real Atari run's checkpoint."""
+"""scripts.papers.atari_probe on real Pong frames and a real Atari run's checkpoint."""
 
 import math
 from pathlib import Path
@@ -6,7 +6,7 @@ from pathlib import Path
 from learners.config import load_config
 from learners.run_dir import RunDir
 from learners.trainer import Trainer
-from scripts import atari_probe
+from scripts.papers import atari_probe
 
 ROOT = Path(__file__).resolve().parents[1]
 SMALL = ["agent.core_options={hidden_size: 32}", "agent.torso_options={hidden_size: 32}"]

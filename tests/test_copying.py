@@ -1,10 +1,10 @@
-"""``python -m scripts.copying``: the RIMs paper's copying task script."""
+"""``python -m scripts.papers.copying``: the RIMs paper's copying task script."""
 
 import math
 
 
 def test_copying_script_smoke(capsys):
-    from scripts import copying
+    from scripts.papers import copying
 
     rows = copying.main(["--cores", "lstm", "rims", "mi_lstm", "alstm", "--steps", "2",
                          "--batch-size", "4", "--hidden", "24", "--train-dormant", "3",
@@ -17,7 +17,7 @@ def test_copying_script_smoke(capsys):
 
 
 def test_copying_ctrl_c_evaluates_what_it_has_and_skips_the_rest(capsys, monkeypatch):
-    from scripts import copying
+    from scripts.papers import copying
 
     batches, calls = copying.copying_batch, []
 

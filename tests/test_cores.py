@@ -482,7 +482,7 @@ def test_alstm_forget_bias_and_orthogonal_init():
 
 
 def test_bench_cores_smoke(capsys):
-    from scripts import bench_cores
+    from scripts.papers import bench_cores
 
     rows = bench_cores.main(["--hidden", "12", "--input-size", "8", "--rounds", "1",
                              "--unroll", "2", "--batch-size", "2"])

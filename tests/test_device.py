@@ -86,13 +86,13 @@ def test_runner_and_cpu_learner_actors_see_no_gpu(ray_local, small_cfg, monkeypa
     fleet = Fleet(cfg)
     fleet.start()
     try:
-        spec = ray_local.get(fleet.runners[0].spec.remote())
+        spec = ray_local.get(fleet.runners[0].spec())
         learner = fleet.make_learner(spec, gpus=0)
-        assert seen(fleet.runners[0]) == ""
-        assert seen(learner) == ""
-        device = ray_local.get(learner.__ray_call__.remote(lambda self: str(self.device)))
+        assert seen(fleet.runners[0].actor) == ""
+        assert seen(learner.actor) == ""
+        device = ray_local.get(learner.actor.__ray_call__.remote(lambda self: str(self.device)))
         assert device == "cpu"
-        ray_local.kill(learner)
+        learner.kill()
     finally:
         fleet.stop()
 

@@ -4,6 +4,7 @@ The agents, the return math and the losses import without Ray (they run in learn
 alike, and in notebooks).
 """
 
+import ast
 import subprocess
 import sys
 from pathlib import Path
@@ -25,3 +26,175 @@ def test_agents_and_losses_import_without_ray_or_envs():
                          timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "[]", f"agents/losses pulled in {out.stdout.strip()}"
+
+
+# ------------------------------------------------------------------ no circle of imports
+
+PACKAGES = ("agents", "envs", "learners", "scripts", "tests")
+
+
+def project_modules(root: Path = ROOT) -> dict[str, Path]:
+    """Every module of the project's packages: dotted name -> file (a package: its __init__)."""
+    modules = {}
+    for package in PACKAGES:
+        for path in sorted((root / package).rglob("*.py")):
+            parts = path.relative_to(root).with_suffix("").parts
+            if parts[-1] == "__init__":
+                parts = parts[:-1]
+            modules[".".join(parts)] = path
+    return modules
+
+
+def imports_of(name: str, path: Path, modules: dict[str, Path]) -> set[str]:
+    """The project modules that module ``name`` imports, wherever the import stands.
+
+    Module level, inside functions, under ``if TYPE_CHECKING``: each counts. ``from P import
+    X`` imports module ``P.X`` where there is one, else ``P`` (X is a name defined there).
+    """
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:  # relative: from the package, up level - 1 packages
+                up = package.split(".")[: len(package.split(".")) - (node.level - 1)]
+                base = ".".join(up + ([base] if base else []))
+            for alias in node.names:
+                sub = f"{base}.{alias.name}"
+                found.add(sub if sub in modules else base)
+    return {m for m in found if m in modules and m != name} | ({name} & found)
+
+
+def import_graph(root: Path = ROOT) -> dict[str, set[str]]:
+    """Module -> the project modules it imports."""
+    modules = project_modules(root)
+    return {name: imports_of(name, path, modules) for name, path in modules.items()}
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """One circle per strongly connected component that has one (Tarjan), as a module path.
+
+    Each circle is listed from its first module (in sorted order) back to that module.
+    """
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    components: list[list[str]] = []
+
+    def visit(v: str) -> None:  # recursion depth is bounded by the number of modules
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in sorted(graph.get(v, ())):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1 or v in graph.get(v, ()):
+                components.append(sorted(component))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    found = []
+    for component in sorted(components):
+        members, start = set(component), component[0]
+        # the shortest way from start back to start inside the component (breadth first)
+        paths = {w: [start, w] for w in graph[start] if w in members}
+        frontier = list(paths)
+        while start not in paths:
+            nxt = []
+            for v in frontier:
+                for w in sorted(graph[v]):
+                    if w in members and w not in paths:
+                        paths[w] = paths[v] + [w]
+                        nxt.append(w)
+            frontier = nxt
+        found.append(paths[start])
+    return found
+
+
+def test_the_cycle_finder_finds_a_circle_and_passes_a_tree():
+    assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c", "a"]]
+    assert cycles({"a": {"a"}}) == [["a", "a"]]
+    assert cycles({"a": {"b", "c"}, "b": {"c"}, "c": set()}) == []
+
+
+def test_function_level_and_relative_imports_count(tmp_path):
+    (tmp_path / "scripts").mkdir()
+    (tmp_path / "scripts/__init__.py").write_text("")
+    (tmp_path / "scripts/one.py").write_text("def f():\n    from scripts import two\n")
+    (tmp_path / "scripts/two.py").write_text("from .one import f\n")
+    assert import_graph(tmp_path)["scripts.one"] == {"scripts.two"}
+    assert cycles(import_graph(tmp_path)) == [["scripts.one", "scripts.two", "scripts.one"]]
+
+
+def test_no_circle_of_imports():
+    found = cycles(import_graph())
+    assert not found, "circles of imports (function-level imports count):\n" + "\n".join(
+        " -> ".join(c) for c in found)
+
+
+# ------------------------------------------------------------------ typed actor handles
+
+
+def test_a_handle_method_the_wrapped_class_lacks_or_calls_otherwise_fails_at_definition():
+    import pytest
+
+    from learners.handles import ActorHandle, remote
+
+    class Target:
+        def step(self, weights, version=None): ...
+
+    class Good(ActorHandle):
+        wraps = Target
+
+        @remote
+        def step(self, weights, version=None):
+            """Fine."""
+
+    assert Good(Target(), in_process=True).step({}).value is None
+    with pytest.raises(AttributeError, match="Target has no method 'stepp'"):
+        class Misspelt(ActorHandle):
+            wraps = Target
+
+            @remote
+            def stepp(self, weights, version=None):
+                """No such method."""
+    with pytest.raises(TypeError, match="differ in parameters"):
+        class Outdated(ActorHandle):
+            wraps = Target
+
+            @remote
+            def step(self, weights):
+                """One parameter short."""
+
+
+def test_every_actor_handle_calls_methods_its_class_has():
+    """Importing the handles runs the check; each wraps a class and calls at least one method."""
+    from learners.handles import HANDLES
+
+    for handle in HANDLES:
+        methods = [f.remote_method for f in vars(handle).values() if hasattr(f, "remote_method")]
+        assert methods and all(callable(getattr(handle.wraps, m)) for m in methods), handle
+
+
+def test_the_mira_commands_never_import_the_paper_checks():
+    graph = import_graph()
+    papers = {m for m in graph if m.startswith("scripts.papers")}
+    assert len(papers) > 5, "the paper checks live in scripts/papers/"
+    wrong = {m: sorted(graph[m] & papers) for m in graph
+             if not m.startswith(("scripts.papers", "tests")) and graph[m] & papers}
+    assert not wrong, f"modules outside scripts/papers/ import paper checks: {wrong}"

@@ -357,7 +357,7 @@ def test_adaptive_linear_defaults_to_input_policy_and_leading_dims():
 # --- paper scripts, smoke runs --------------------------------------------------------------
 
 def test_toy_multitask_smoke(capsys):
-    from scripts import toy_multitask
+    from scripts.papers import toy_multitask
 
     toy_multitask.main(["--tasks", "4", "--steps", "20", "--seeds", "2", "--eval-points", "50"])
     out = capsys.readouterr().out
@@ -365,7 +365,7 @@ def test_toy_multitask_smoke(capsys):
 
 
 def test_arithmetic_smoke(capsys):
-    from scripts import arithmetic
+    from scripts.papers import arithmetic
 
     arithmetic.main(["--seeds", "3", "--iterations", "200", "--eval-every", "100",
                      "--eval-size", "500"])

@@ -36,7 +36,7 @@ def test_two_runners_on_two_nodes_train(cluster, small_cfg):
     cfg = small_cfg(**{"runtime.num_runners": 2, "runtime.address": cluster.address,
                        "run.total_frames": 600})
     trainer = Trainer(cfg, RunDir.create(cfg, None), quiet=True)
-    nodes = {node_of(r) for r in trainer.fleet.runners}
+    nodes = {node_of(r.actor) for r in trainer.fleet.runners}
     assert len(nodes) == 2, "runners should spread over both nodes"
     summary = trainer.train()
     assert summary["frames"] >= 600 and summary["updates"] >= 3
@@ -53,14 +53,14 @@ def test_a_killed_runner_is_replaced_and_training_goes_on(cluster, small_cfg):
         # Mid-run: once training is under way, and well before it can finish.
         while trainer.frames < 300:
             time.sleep(0.05)
-        ray.kill(victim, no_restart=True)
+        ray.kill(victim.actor, no_restart=True)
 
     threading.Thread(target=kill_soon, daemon=True).start()
     summary = trainer.train()
     assert summary["lost_unrolls"] >= 1
     assert summary["frames"] >= 3000
     assert trainer.fleet.runners[0] is not victim
-    ray.get(trainer.fleet.runners[0].spec.remote())  # the replacement is alive
+    ray.get(trainer.fleet.runners[0].spec())  # the replacement is alive
 
 
 def test_ppo_lock_step_has_zero_policy_lag(cluster, small_cfg):
@@ -91,9 +91,9 @@ def test_a_lost_node_costs_its_unrolls_not_the_run(cluster, small_cfg):
     cluster.wait_for_nodes()
     cfg = small_cfg(**{"runtime.num_runners": 3, "run.total_frames": 4000})
     trainer = Trainer(cfg, RunDir.create(cfg, None), quiet=True)
-    doomed = {i for i, r in enumerate(trainer.fleet.runners) if node_of(r) == node.node_id}
+    doomed = {i for i, r in enumerate(trainer.fleet.runners) if node_of(r.actor) == node.node_id}
     assert doomed, "SPREAD should put a runner on the new node"
-    assert ray.get(trainer.learner.__ray_call__.remote(
+    assert ray.get(trainer.learner.actor.__ray_call__.remote(
         lambda self: ray.get_runtime_context().get_node_id())) != node.node_id
 
     def remove_soon():
@@ -104,7 +104,7 @@ def test_a_lost_node_costs_its_unrolls_not_the_run(cluster, small_cfg):
     threading.Thread(target=remove_soon, daemon=True).start()
     summary = trainer.train()
     assert summary["lost_unrolls"] >= 1 and summary["frames"] >= 4000
-    assert all(node_of(trainer.fleet.runners[i]) != node.node_id for i in doomed)
+    assert all(node_of(trainer.fleet.runners[i].actor) != node.node_id for i in doomed)
 
 
 def test_a_cuda_learner_on_a_cluster_without_gpus_is_a_clear_error(cluster, small_cfg):
@@ -154,7 +154,7 @@ def test_a_dead_learner_stops_the_run_with_a_resumable_directory(cluster, small_
     def kill_soon():
         while RunDir(cfg.run.dir).latest_checkpoint() is None or trainer.frames < 400:
             time.sleep(0.05)
-        ray.kill(trainer.learner, no_restart=True)
+        ray.kill(trainer.learner.actor, no_restart=True)
 
     threading.Thread(target=kill_soon, daemon=True).start()
     with pytest.raises(RunStopped, match=r"the learner actor died .* continue it from its last "

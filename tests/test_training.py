@@ -64,7 +64,7 @@ def test_resume_continues_frames_and_optimizer_state(tmp_path, small_cfg):
     frames0 = first["progress"]["frames"]
     cfg2 = run.load_config(["run.total_frames=800"])
     trainer = Trainer(cfg2, run, resume_from=run.latest_checkpoint(), quiet=True)
-    learner = trainer.learner.obj
+    learner = trainer.learner.actor
     assert learner.frames == frames0 and learner.version == first["learner"]["counters"]["version"]
     opt_state = learner.optimizer.state_dict()["state"]
     ref = first["learner"]["optimizer"]["state"]
@@ -84,7 +84,7 @@ def test_lr_decay_frames_runs_the_start_of_a_longer_schedule(tmp_path, small_cfg
     cfg = small_cfg(**{"run.total_frames": 400, "learner.optimizer.lr_decay_frames": 1600})
     trainer = Trainer(cfg, RunDir.create(cfg, None), quiet=True)
     summary = trainer.train()
-    learner = trainer.learner.obj
+    learner = trainer.learner.actor
     lr = cfg.learner.optimizer.lr
     assert learner.lr() == pytest.approx(lr * (1 - summary["frames"] / 1600))
     assert 0.5 * lr < learner.lr() < lr

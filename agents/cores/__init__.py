@@ -24,32 +24,8 @@ Every core is an ``nn.Module`` registered in ``CORES`` and honours one contract:
 A new core is one file here plus one import line below.
 """
 
-from __future__ import annotations
-
-import torch
-
-from agents.registry import Registry
-
-State = tuple[torch.Tensor, ...]
-
-CORES: Registry = Registry("core")
-
-
-def mask_state(state: State, reset: torch.Tensor) -> State:
-    """Zero the state of batch elements whose episode starts at this step.
-
-    ``reset``: [B] bool/float. Multiplying (rather than assigning) keeps the graph
-    differentiable and works for any state shape ``[B, ...]``.
-    """
-    keep = 1.0 - reset.to(state[0].dtype)
-    return tuple(s * keep.view(-1, *([1] * (s.dim() - 1))) for s in state)
-
-
-def input_form(core_cls, config) -> str:
-    """What core class ``core_cls`` with options ``config`` (its Config) reads: flat or spatial."""
-    declared = getattr(core_cls, "input_form", None)
-    return declared(config) if declared is not None else "flat"
-
-
 # One line per core: importing the module registers it.
-from agents.cores import alstm, feedforward, lstm, mi_lstm, rims  # noqa: E402,F401
+from agents.cores import alstm, feedforward, lstm, mi_lstm, rims  # noqa: F401
+from agents.cores.contract import CORES, State, input_form, mask_state
+
+__all__ = ["CORES", "State", "input_form", "mask_state"]

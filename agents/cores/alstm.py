@@ -48,7 +48,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from agents.cores import CORES, State, mask_state
+from agents.cores.contract import CORES, State, mask_state
 from agents.registry import typed_options
 
 

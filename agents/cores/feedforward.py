@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from agents.cores import CORES, State
+from agents.cores.contract import CORES, State
 from agents.registry import typed_options
 
 

@@ -15,7 +15,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from agents.cores import CORES, State, mask_state
+from agents.cores.contract import CORES, State, mask_state
 from agents.registry import typed_options
 
 

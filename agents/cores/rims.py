@@ -54,7 +54,7 @@ Deviations and readings of under-specified points, and why:
   mira's RL learners run the agent in eval mode like the actors do (``learners/learner.py``):
   V-trace and PPO ratios need the learner's policy to equal the behaviour policy for the same
   weights, which two different dropout masks would break. Dropout therefore acts in supervised
-  use (``scripts/copying.py``), not in RL training.
+  use (``scripts/papers/copying.py``), not in RL training.
 - Spatial input (section 2.2, eq. 3): the set may hold ``N`` elements (``x [T, B, N, D]``,
   e.g. positions of a conv torso) and the competition is the same null-row rule over the whole
   set. The paper's position-specific competition ("top k_A RIMs ... for each spatial
@@ -76,7 +76,7 @@ from typing import Literal
 import torch
 from torch import nn
 
-from agents.cores import CORES, State, mask_state
+from agents.cores.contract import CORES, State, mask_state
 from agents.registry import check_choices, typed_options
 
 

@@ -12,10 +12,8 @@ Every head is an ``nn.Module`` registered in ``HEADS``:
 A new head is one file here plus one import line below.
 """
 
-from __future__ import annotations
+# One line per head: importing the module registers it.
+from agents.heads import linear, multi_head, multiplicative  # noqa: F401
+from agents.heads.contract import HEADS
 
-from agents.registry import Registry
-
-HEADS: Registry = Registry("head")
-
-from agents.heads import linear, multi_head, multiplicative  # noqa: E402,F401
+__all__ = ["HEADS"]

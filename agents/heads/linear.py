@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from agents.heads import HEADS
+from agents.heads.contract import HEADS
 from agents.registry import typed_options
 
 

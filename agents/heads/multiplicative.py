@@ -31,7 +31,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from agents.heads import HEADS
+from agents.heads.contract import HEADS
 from agents.layers.multiplicative import Form, Init, MultiplicativeInteraction
 from agents.registry import check_choices, typed_options
 

@@ -4,7 +4,7 @@ Task IDs index ``envs.lab.levels.LAB30`` (or ``LAB6``); ``make(task, seed)`` bui
 level as mira sees it, wrapped in ``RecordEpisodeStatistics`` and reset with ``seed``,
 like the minigrid suite. Scores normalise under the suite key "lab": random and
 reference returns per level from ``envs/data/lab30_scores.csv`` (written by
-``python -m scripts.lab_scores``), registered with ``envs.scores`` as
+``python -m scripts.papers.lab_scores``), registered with ``envs.scores`` as
 "reference-normalised" scores: ``100 * (score - random) / (reference - random)``.
 """
 

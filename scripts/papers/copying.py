@@ -35,7 +35,7 @@ Ctrl-C (SIGINT, e.g. ``timeout -s INT 1h``) stops training where it is, evaluate
 it stands and prints the table with the steps it reached, marked "(stopped)"; cores after it
 in ``--cores`` are not trained.
 
-    python -m scripts.copying [--cores lstm rims mi_lstm alstm] [--steps 400] [--hidden 120]
+    python -m scripts.papers.copying [--cores lstm rims mi_lstm alstm] [--steps 400] [--hidden 120]
                               [--paper]
 """
 
@@ -51,7 +51,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from agents.cores import CORES
-from scripts.bench_cores import width_options  # also registers rims, mi_lstm, alstm
+from scripts.papers.bench_cores import width_options  # also registers rims, mi_lstm, alstm
 
 BLANK, DELIMITER, NUM_SYMBOLS, COPY_LENGTH = 0, 9, 8, 10
 VOCAB = 10
@@ -181,7 +181,7 @@ def format_table(rows: list[dict], args: argparse.Namespace) -> str:
 
 def main(argv: list[str] | None = None) -> list[dict]:
     """Train and evaluate every core in ``--cores``; print the table and return its rows."""
-    parser = argparse.ArgumentParser(prog="python -m scripts.copying",
+    parser = argparse.ArgumentParser(prog="python -m scripts.papers.copying",
                                      description=__doc__.split("\n")[0])
     parser.add_argument("--cores", nargs="+", default=["lstm", "rims", "mi_lstm", "alstm"],
                         help="registered core names")

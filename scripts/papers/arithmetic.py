@@ -33,7 +33,7 @@ Seeds train in parallel: the weights of all seeds are stacked along a leading di
 the arithmetic layers broadcast (``ensemble``); Adam is element-wise and the loss is a
 sum of per-seed losses, so each seed trains exactly as it would alone.
 
-    python -m scripts.arithmetic [--seeds 100] [--iterations 200000]
+    python -m scripts.papers.arithmetic [--seeds 100] [--iterations 200000]
 """
 
 from __future__ import annotations
@@ -224,7 +224,7 @@ def _mean_ci(values: list[float]) -> str:
 
 def main(argv: list[str] | None = None) -> dict:
     """Train every model and print a Table 1-style table; return ``run_model``'s results by name."""
-    parser = argparse.ArgumentParser(prog="python -m scripts.arithmetic",
+    parser = argparse.ArgumentParser(prog="python -m scripts.papers.arithmetic",
                                      description=__doc__.split("\n")[0])
     parser.add_argument("--seeds", type=int, default=100,
                         help="independent runs per model (paper: 100)")

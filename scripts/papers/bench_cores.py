@@ -11,7 +11,7 @@ Every core gets the same total width ``--hidden`` (RIMs: ``num_units * unit_size
 so the default 252 = 6 x 42) and the same input width ``--input-size``. The table gives the
 ratio of each timing to the LSTM's. ``torch.set_num_threads(1)``.
 
-    python -m scripts.bench_cores [--hidden 252] [--input-size 256] [--cores lstm rims ...]
+    python -m scripts.papers.bench_cores [--hidden 252] [--input-size 256] [--cores lstm rims ...]
 """
 
 from __future__ import annotations
@@ -131,7 +131,7 @@ def format_table(rows: list[dict], batch: int, unroll: int) -> str:
 
 def main(argv: list[str] | None = None) -> list[dict]:
     """Time every core in ``--cores`` (the LSTM first), print the table; return its rows."""
-    parser = argparse.ArgumentParser(prog="python -m scripts.bench_cores",
+    parser = argparse.ArgumentParser(prog="python -m scripts.papers.bench_cores",
                                      description=__doc__.split("\n")[0])
     parser.add_argument("--cores", nargs="+", default=None,
                         help="core names (default: every registered core)")

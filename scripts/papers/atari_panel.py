@@ -1,4 +1,4 @@
-r"""``python -m scripts.atari_panel``: Atari presets on a few games, beside a published reference.
+r"""``python -m scripts.papers.atari_panel``: Atari presets on a few games, beside a reference.
 
 Each learner preset (``configs/impala_atari.yaml``, ``configs/ppo_atari.yaml``) trains on
 Pong, Breakout, Boxing and Freeway for a frame budget and one or more seeds, through ``mira
@@ -35,13 +35,13 @@ own column of Table 7 (LSTM-PPO or RIMs-PPO). RIMs run with k_A = 5 of 6 RIMs, a
 it each core keeps mira's widths, a parameter match at about half the cost: LSTM 256
 against 6 RIMs of 42 (252), 1.21M and 1.20M parameters (cores 534k and 518k).
 
-    python -m scripts.atari_panel --frames 1e7         # both presets, 4 games, seed 0
-    python -m scripts.atari_panel --learners impala --seeds 0 1 --frames 2e7
-    python -m scripts.atari_panel --dry-run            # list the trials and their state
-    python -m scripts.atari_panel --report             # the table and plot so far, run nothing
+    python -m scripts.papers.atari_panel --frames 1e7   # both presets, 4 games, seed 0
+    python -m scripts.papers.atari_panel --learners impala --seeds 0 1 --frames 2e7
+    python -m scripts.papers.atari_panel --dry-run      # list the trials and their state
+    python -m scripts.papers.atari_panel --report       # the table and plot so far, run nothing
     # overrides for every trial:
-    python -m scripts.atari_panel --frames 1e7 runtime.num_runners=15 learner.batch_size=60
-    python -m scripts.atari_panel --learners ppo --cores lstm rims --paper-widths \
+    python -m scripts.papers.atari_panel --frames 1e7 runtime.num_runners=15 learner.batch_size=60
+    python -m scripts.papers.atari_panel --learners ppo --cores lstm rims --paper-widths \
         --frames 4e7 --seeds 0 1 2
 """
 
@@ -54,7 +54,7 @@ from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 PRESETS = {"impala": "configs/impala_atari.yaml", "ppo": "configs/ppo_atari.yaml"}
 GAMES = ("Pong", "Breakout", "Boxing", "Freeway")
 REFERENCE = "rims_paper_table7_lstm_vs_rims_ppo.csv"
@@ -260,7 +260,7 @@ def main(argv: list[str] | None = None) -> int:
 
     Returns the exit status: 0, 1 if a trial failed, 2 on a config error, 130 if interrupted.
     """
-    p = argparse.ArgumentParser(prog="python -m scripts.atari_panel",
+    p = argparse.ArgumentParser(prog="python -m scripts.papers.atari_panel",
                                 description=__doc__.split("\n\n")[0])
     p.add_argument("overrides", nargs="*", metavar="dotted.key=value",
                    help="applied to every trial")

@@ -23,7 +23,7 @@ Repetitions train in parallel: ``torch.func`` stacks one copy of the model per s
 ``vmap`` runs them as one batched model; Adam is element-wise and the loss is a sum of
 per-seed losses, so each copy trains exactly as it would alone.
 
-    python -m scripts.toy_multitask [--tasks 20 40 60] [--steps 2000] [--seeds 10]
+    python -m scripts.papers.toy_multitask [--tasks 20 40 60] [--steps 2000] [--seeds 10]
 """
 
 from __future__ import annotations
@@ -159,7 +159,7 @@ def _mean_se(values: list[float]) -> tuple[float, float]:
 
 def main(argv: list[str] | None = None) -> dict:
     """Train all models at every T in ``--tasks``, print the table; return ``run``'s results."""
-    parser = argparse.ArgumentParser(prog="python -m scripts.toy_multitask",
+    parser = argparse.ArgumentParser(prog="python -m scripts.papers.toy_multitask",
                                      description=__doc__.split("\n")[0])
     parser.add_argument("--tasks", type=int, nargs="+", default=[20, 40, 60],
                         help="numbers of tasks T (even)")

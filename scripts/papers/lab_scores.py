@@ -1,6 +1,7 @@
-"""Measure the lab30 score table: random and reference returns per level.
+r"""Measure the lab30 score table: random and reference returns per level.
 
-    python -m scripts.lab_scores [--levels NAME ...] [--episodes 200] [--seed 0] [--workers 2]
+    python -m scripts.papers.lab_scores [--levels NAME ...] [--episodes 200] [--seed 0] \
+        [--workers 2]
 
 For every level, ``--episodes`` episodes of a uniformly random policy over the 7 actions
 and as many of the level's reference solver (``envs.lab.experts``: BabyAIBot on the
@@ -30,7 +31,7 @@ from envs.lab.experts import Expert
 from envs.lab.levels import LAB30, LEVELS, make_level
 from envs.lab.suite import SCORE_COLUMNS, SCORES_CSV
 
-DEFAULT_OUT = Path(__file__).resolve().parents[1] / "envs" / "data" / SCORES_CSV
+DEFAULT_OUT = Path(__file__).resolve().parents[2] / "envs" / "data" / SCORES_CSV
 
 
 def episode_returns(level: str, policy: str, episodes: int, seed: int) -> list[float]:
@@ -99,7 +100,7 @@ def main(argv: list[str] | None = None) -> int:
     Returns 1 (and names them on stderr) if the reference solver does not beat the random policy
     on some level of the table, else 0.
     """
-    parser = argparse.ArgumentParser(prog="python -m scripts.lab_scores",
+    parser = argparse.ArgumentParser(prog="python -m scripts.papers.lab_scores",
                                      description=__doc__.split("\n\n")[0])
     parser.add_argument("--levels", nargs="+", default=list(LAB30),
                         help="level names (default: all 30)")

@@ -1,6 +1,6 @@
 """Does an agent read its observation? Two probes used to diagnose a run that does not learn.
 
-``python -m scripts.atari_probe readout CONFIG [key=value ...] [--updates 400]``
+``python -m scripts.papers.atari_probe readout CONFIG [key=value ...] [--updates 400]``
     Atari only. Supervised, no RL: random play on the config's game records each frame with a
     RAM byte that the screen shows (Pong: our paddle's y, RAM[51]); the config's agent (torso ->
     core -> value head) regresses it with the config's optimizer, learning rate and
@@ -8,7 +8,7 @@
     value term before its ``baseline_cost``). Prints the explained variance on held-out
     batches every 100 updates: if it rises, frames reach the agent intact and the agent can
     learn to read them; the RL signal is then what decides whether a run learns.
-``python -m scripts.atari_probe checkpoint RUN_DIR [RUN_DIR ...]``
+``python -m scripts.papers.atari_probe checkpoint RUN_DIR [RUN_DIR ...]``
     Any suite with pixel observations and the flat shallow torso (Atari, MiniGrid, the lab
     suite, whose observations may also carry an instruction and a task ID). Plays 4 unrolls
     of 8 envs (2 per task in a multitask suite, so every task is seen equally) with the
@@ -193,7 +193,7 @@ def checkpoint(run_dir: str, envs: int | None = None) -> dict:
 
 def main(argv: list[str] | None = None) -> int:
     """Run the probe named in ``argv`` (``readout`` or ``checkpoint``); return 0."""
-    parser = argparse.ArgumentParser(prog="python -m scripts.atari_probe",
+    parser = argparse.ArgumentParser(prog="python -m scripts.papers.atari_probe",
                                      description=__doc__.split("\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
     r = sub.add_parser("readout",
