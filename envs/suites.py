@@ -107,9 +107,11 @@ def register_suite(name: str, options: type[EnvConfig]):
 
 
 def suite_options(name: str) -> type[EnvConfig]:
-    """The options class of suite ``name``; KeyError naming the valid suites otherwise."""
-    import envs  # noqa: F401  (registers the lab suites)
+    """The options class of suite ``name``; KeyError naming the valid suites otherwise.
 
+    The lab suites are registered by then: importing ``envs.suites`` imports the ``envs``
+    package first, which registers them.
+    """
     return ENVS.get(name).Options
 
 
