@@ -31,6 +31,16 @@ def _rate(step, num_envs: int, seconds: float) -> float:
     return n * num_envs / (time.perf_counter() - start)
 
 
+def _random_play_rate(envs, num_envs: int, seconds: float) -> float:
+    """Agent steps/s of a vector env under uniformly random actions; closes it after."""
+    envs.reset(seed=0)
+    rng = np.random.default_rng(0)
+    n = envs.single_action_space.n
+    rate = _rate(lambda: envs.step(rng.integers(n, size=num_envs)), num_envs, seconds)
+    envs.close()
+    return rate
+
+
 def gymnasium_rate(game: str, num_envs: int, seconds: float) -> float:
     """Agent steps/s of a ``SyncVectorEnv`` of gymnasium-wrapped ``ALE/<game>-v5`` envs."""
     import ale_py
@@ -44,12 +54,7 @@ def gymnasium_rate(game: str, num_envs: int, seconds: float) -> float:
         return FrameStackObservation(AtariPreprocessing(env, noop_max=30), 4)
 
     envs = gym.vector.SyncVectorEnv([make for _ in range(num_envs)])
-    envs.reset(seed=0)
-    rng = np.random.default_rng(0)
-    n = envs.single_action_space.n
-    rate = _rate(lambda: envs.step(rng.integers(n, size=num_envs)), num_envs, seconds)
-    envs.close()
-    return rate
+    return _random_play_rate(envs, num_envs, seconds)
 
 
 def ale_vector_rate(game: str, num_envs: int, seconds: float) -> float:
@@ -61,12 +66,7 @@ def ale_vector_rate(game: str, num_envs: int, seconds: float) -> float:
     envs = AtariVectorEnv(rom_id(game), num_envs,
                           num_threads=1, repeat_action_probability=0.0, noop_max=30,
                           reward_clipping=False, use_fire_reset=False)
-    envs.reset(seed=0)
-    rng = np.random.default_rng(0)
-    n = envs.single_action_space.n
-    rate = _rate(lambda: envs.step(rng.integers(n, size=num_envs)), num_envs, seconds)
-    envs.close()
-    return rate
+    return _random_play_rate(envs, num_envs, seconds)
 
 
 def main(argv: list[str] | None = None) -> None:
