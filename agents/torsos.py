@@ -40,7 +40,7 @@ TORSOS: Registry = Registry("torso")
 Init = Literal["torch", "orthogonal"]
 
 
-@dataclass
+@dataclass(frozen=True)
 class ShallowConfig:
     """Options of the ``shallow`` torso (``torso_options``), checked on construction."""
 

@@ -52,7 +52,7 @@ from agents.cores.contract import CORES, State, mask_state
 from agents.registry import typed_options
 
 
-@dataclass
+@dataclass(frozen=True)
 class ALSTMConfig:
     """Options of the ``alstm`` core (``core_options``), checked on construction."""
 

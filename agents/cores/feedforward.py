@@ -21,7 +21,7 @@ from agents.cores.contract import CORES, State
 from agents.registry import typed_options
 
 
-@dataclass
+@dataclass(frozen=True)
 class FeedForwardConfig:
     """No options: the torso's width is the output width."""
 

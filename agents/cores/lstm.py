@@ -19,7 +19,7 @@ from agents.cores.contract import CORES, State, mask_state
 from agents.registry import typed_options
 
 
-@dataclass
+@dataclass(frozen=True)
 class LSTMConfig:
     """Options of the ``lstm`` core (``core_options``)."""
 

@@ -32,7 +32,7 @@ from agents.cores.contract import CORES, State, mask_state
 from agents.registry import typed_options
 
 
-@dataclass
+@dataclass(frozen=True)
 class MILSTMConfig:
     """Options of the ``mi_lstm`` core (``core_options``), checked on construction."""
 

@@ -80,7 +80,7 @@ from agents.cores.contract import CORES, State, mask_state
 from agents.registry import check_choices, typed_options
 
 
-@dataclass
+@dataclass(frozen=True)
 class RIMsConfig:
     """Options of the ``rims`` core (``core_options``), checked on construction."""
 
@@ -104,7 +104,7 @@ class RIMsConfig:
 
     def __post_init__(self) -> None:
         if self.input_value_size is None:
-            self.input_value_size = 4 * self.unit_size
+            object.__setattr__(self, "input_value_size", 4 * self.unit_size)  # frozen
         if not 1 <= self.k_active <= self.num_units:
             raise ValueError(
                 f"rims: k_active={self.k_active} must be between 1 and num_units={self.num_units}; "

@@ -15,7 +15,7 @@ from agents.heads.contract import HEADS
 from agents.registry import typed_options
 
 
-@dataclass
+@dataclass(frozen=True)
 class LinearHeadConfig:
     """No options: one linear layer for the logits and one for the value."""
 

@@ -23,7 +23,7 @@ from agents.heads.contract import HEADS
 from agents.registry import typed_options
 
 
-@dataclass
+@dataclass(frozen=True)
 class MultiHeadConfig:
     """No options: one linear head per task, as many as ``num_tasks``."""
 

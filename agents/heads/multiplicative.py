@@ -36,7 +36,7 @@ from agents.layers.multiplicative import Form, Init, MultiplicativeInteraction
 from agents.registry import check_choices, typed_options
 
 
-@dataclass
+@dataclass(frozen=True)
 class MultiplicativeHeadConfig:
     """Options of the ``multiplicative`` head (``head_options``), checked on construction."""
 
