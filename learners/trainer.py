@@ -28,6 +28,7 @@ from learners.fleet import (
 from learners.handles import get, wait_one
 from learners.logbook import EpisodeStats, Logbook, duration
 from learners.run_dir import RunDir, nonfinite_tensors
+from learners.unroll_queue import UnrollQueue
 
 log = logging.getLogger("mira")
 
@@ -56,63 +57,6 @@ class StopFlag:
     def __exit__(self, *exc):
         if self._previous is not None:
             signal.signal(signal.SIGINT, self._previous)
-
-
-class UnrollQueue:
-    """The unrolls between the runners and the learner, and when a runner goes out again.
-
-    The queue holds unrolls (trajectory refs); its policy says when a returning runner goes
-    out again: the one driver loop serves both kinds of learner through it.
-
-    - IMPALA (``lock_step=False``): a runner goes straight back out with the newest weights
-      it lacks. Backpressure: one whose unroll arrives while ``max_batches`` batches already
-      wait is parked, and released when an update takes a batch, so a slow learner bounds the
-      queue (and the object store's load and the policy lag) at ``max_batches`` batches plus
-      one unroll in flight per runner instead of letting it grow for as long as the run lasts.
-    - Lock-step (PPO, ``lock_step=True``): every returning runner is parked; a batch is one
-      unroll from each runner, and the runners are released only when its update is done, so
-      every unroll of the next batch is acted with the one new weights version (policy lag 0).
-      A runner whose unroll was lost goes out again at once (same weights) to fill the round.
-    """
-
-    def __init__(self, per_update: int, max_batches: int = 2, lock_step: bool = False):
-        self.per_update, self.lock_step = per_update, lock_step
-        self.limit = per_update if lock_step else max_batches * per_update
-        self.unrolls: collections.deque = collections.deque()
-        self.parked: list[int] = []
-
-    def add(self, runner: int, unroll=None) -> bool:
-        """Runner ``runner`` is back (``unroll`` None: it was lost); True: send it out again now.
-
-        False: it is parked until ``take`` (IMPALA) or ``update_done`` (lock-step) releases it.
-        """
-        if unroll is not None:
-            self.unrolls.append(unroll)
-        elif self.lock_step:
-            return True
-        if self.lock_step or len(self.unrolls) >= self.limit:
-            self.parked.append(runner)
-            return False
-        return True
-
-    def ready(self) -> bool:
-        """Whether a whole batch (``per_update`` unrolls) is waiting."""
-        return len(self.unrolls) >= self.per_update
-
-    def take(self) -> tuple[list, list[int]]:
-        """One batch for the learner, and the parked runners that may go out again now."""
-        batch = [self.unrolls.popleft() for _ in range(self.per_update)]
-        released = []
-        while not self.lock_step and self.parked and len(self.unrolls) < self.limit:
-            released.append(self.parked.pop(0))
-        return batch, released
-
-    def update_done(self) -> list[int]:
-        """The runners that may go out again now that an update is done (lock-step: all)."""
-        if not self.lock_step:
-            return []
-        released, self.parked = self.parked, []
-        return released
 
 
 class Trainer:

@@ -219,7 +219,7 @@ def test_bench_measures_every_stage(tmp_path, capsys, learner):
 
 
 def test_unroll_queue_parks_runners_while_two_batches_wait():
-    from learners.trainer import UnrollQueue
+    from learners.unroll_queue import UnrollQueue
 
     q = UnrollQueue(per_update=2)  # runners wait once 2 batches (4 unrolls) wait for the learner
     assert [q.add(r, f"u{r}") for r in range(3)] == [True, True, True]
@@ -347,7 +347,7 @@ def test_an_error_while_building_the_run_is_one_config_line(
 
 
 def test_lock_step_queue_releases_every_runner_only_after_the_update():
-    from learners.trainer import UnrollQueue
+    from learners.unroll_queue import UnrollQueue
 
     q = UnrollQueue(per_update=3, lock_step=True)
     assert [q.add(i, f"u{i}") for i in range(3)] == [False, False, False]  # all parked
