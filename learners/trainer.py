@@ -149,7 +149,9 @@ class Trainer:
         self._log_frames, self._log_time = self.frames, now
         means = {k: float(np.mean(v)) for k, v in self.metrics_acc.items()}
         self.metrics_acc.clear()
-        means.update(fps=fps, lost_unrolls=self.lost_unrolls, learner_queue_wait_s=self._queue_wait)
+        # wall_time_s: training seconds so far, resumes included (a study's time to a score)
+        means.update(fps=fps, lost_unrolls=self.lost_unrolls, learner_queue_wait_s=self._queue_wait,
+                     wall_time_s=self.wall_time())
         self._queue_wait = 0.0
         self.log.scalars(means, self.frames)
         self.log.episodes(self.stats, self.frames)

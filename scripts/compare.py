@@ -18,6 +18,8 @@ A compare file (``configs/compare_*.yaml``)::
     deterministic: false              # run.deterministic for every trial (replayable runs)
     csv: {path: study.csv, columns: {seed: seed, task: task, score: score}}
                                       # a table of the scores (scripts/results_csv.py)
+    threshold: 18                     # the report's time to a score: each trial's frames and
+                                      # training time to its curve's first crossing
     resources: {cpus_per_trial: 1}
     pbt: {enabled: false}             # population-based training: scripts/pbt.py
 
@@ -114,6 +116,9 @@ class CompareSpec:
     plan: PlanSpec = field(default_factory=PlanSpec)  # primary pairs, stop rule: scripts/plan.py
     deterministic: bool = False  # run.deterministic for every trial: replayable, slower
     csv: CsvSpec = field(default_factory=CsvSpec)  # a table of the scores: scripts/results_csv.py
+    # a score the learning curves are read against: the report gives each trial's frames and
+    # training time to its first crossing (trials still run to their full budget)
+    threshold: float | None = None
 
 
 @dataclass

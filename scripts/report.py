@@ -63,6 +63,39 @@ def learning_curve(run_dir: Path,
     return steps, np.array([points[s] for s in sorted(points)], dtype=float)
 
 
+def time_to_threshold(run_dir: Path, tag: str, value: float) -> dict:
+    """Where the run's curve ``tag`` first reaches ``value``: frames and training seconds.
+
+    The first logged point at or above ``value`` (points come every ``run.log_every_s``), with
+    the run's ``wall_time_s`` logged at that point (training time, resumes included). Both are
+    None when the curve never reaches it; the run is never stopped there.
+    """
+    frames, y = learning_curve(run_dir, tag)
+    hit = np.flatnonzero(y >= value)
+    if not len(hit):
+        return {"frames": None, "wall_time_s": None}
+    at = frames[hit[0]]
+    wall_frames, wall = learning_curve(run_dir, "wall_time_s")
+    same = np.flatnonzero(wall_frames == at)
+    return {"frames": int(at), "wall_time_s": float(wall[same[0]]) if len(same) else None}
+
+
+def curve_tag(res: dict) -> tuple[str, str]:
+    """The learning curves' TensorBoard tag and axis label for ``collect``'s results.
+
+    Multitask returns are on per-level scales (Watermaze up to 33, most levels about 1), so
+    with a score table the curves show the mean of the normalised scores over tasks instead,
+    capped at 100 per task only when the headline aggregate is the capped mean (DMLab-30's
+    convention; an Atari game past human level would otherwise flatten the curve).
+    """
+    if res["score_key"] != "normalized_score":
+        return "episode_return_mean100", "training episode return (mean of last 100 episodes)"
+    if res["aggregate"] == "capped_mean":
+        return ("normalized_score_capped_mean",
+                f"training {res['score']}: capped mean over tasks")
+    return "normalized_score_mean", f"training {res['score']}: mean over tasks"
+
+
 def band(curves: list[tuple[np.ndarray, np.ndarray]], grid: np.ndarray, reps: int = 1000,
          seed: int = 0):
     """Mean over seeds and its 95% bootstrap band on ``grid``: three arrays [len(grid)].
@@ -165,6 +198,26 @@ def _fmt(x, digits: int = 3) -> str:
     return "n/a" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.{digits}f}"
 
 
+def threshold_markdown(res: dict) -> list[str]:
+    """The report's time-to-threshold table (the compare file's ``threshold:``), or nothing."""
+    th = res.get("threshold")
+    if not th:
+        return []
+    lines = ["", f"## Time to {th['value']:g}", "",
+             f"Each trial's first logged point with `{th['tag']}` >= {th['value']:g}: its "
+             "frames and its training time (resumes included). Trials run to their full budget "
+             "whatever the curve does; the last column is where they end.", "",
+             "| trial | frames to it | training time to it | frames run | final |",
+             "| --- | ---: | ---: | ---: | ---: |"]
+    for r in res["trials"]:
+        t = th["trials"].get(r["trial"], {})
+        frames = "not reached" if t.get("frames") is None else f"{t['frames']:,}"
+        wall = "" if t.get("wall_time_s") is None else duration(t["wall_time_s"])
+        lines.append(f"| {r['trial']} | {frames} | {wall} | {r['frames']:,} | "
+                     f"{_fmt(r['train_return_mean100'], 1)} |")
+    return lines
+
+
 def markdown(res: dict) -> str:
     """The text of ``report.md`` for ``collect``'s results.
 
@@ -231,6 +284,7 @@ def markdown(res: dict) -> str:
                      else f"{p['value']:.2f} [{p['ci95'][0]:.2f}, {p['ci95'][1]:.2f}]"
                      for j, p in enumerate(row)]
             lines.append(f"| {label} | " + " | ".join(cells) + " |")
+    lines += threshold_markdown(res)
     lines += ["", "## Trials", "",
               "| trial | frames | wall time | train return (last 100) | "
               "eval score (mean over tasks) |",
@@ -345,21 +399,14 @@ def write_report(out: Path, spec, trials, failed: dict, target_frames: int,
     if (out / "plan.json").is_file():
         plan_mod.note_report(out)  # a report is a look at the data
     res = collect(out, spec, trials, failed, target_frames, unfinished)
+    tag, ylabel = curve_tag(res)
+    if spec.threshold is not None:
+        res["threshold"] = {"value": spec.threshold, "tag": tag,
+                            "trials": {t.slug: time_to_threshold(t.dir, tag, spec.threshold)
+                                       for t in trials}}
     (out / "results.json").write_text(json.dumps(res, indent=2))
     (out / "report.md").write_text(markdown(res))
     results_csv.write(out, spec.csv, res, trials)
-    # Multitask returns are on per-level scales (Watermaze up to 33, most levels about 1), so
-    # with a score table the curves show the mean of the normalised scores over tasks instead,
-    # capped at 100 per task only when the headline aggregate is the capped mean (DMLab-30's
-    # convention; an Atari game past human level would otherwise flatten the curve).
-    if res["score_key"] != "normalized_score":
-        tag, ylabel = ("episode_return_mean100",
-                       "training episode return (mean of last 100 episodes)")
-    elif res["aggregate"] == "capped_mean":
-        tag, ylabel = ("normalized_score_capped_mean",
-                       f"training {res['score']}: capped mean over tasks")
-    else:
-        tag, ylabel = "normalized_score_mean", f"training {res['score']}: mean over tasks"
     curves: dict = {}
     for t in trials:
         curves.setdefault(t.variant, []).append(learning_curve(t.dir, tag))

@@ -7,8 +7,10 @@ A study's data file is this table with the columns it names, e.g.::
       columns: {variant: variant, seed: seed, frames: frames, task: task, score: score}
 
 Each column is an output name mapped to what it holds: a trial's ``variant``, ``trial``
-(its directory name), ``seed``, ``frames`` (reached), ``wall_time_s`` or ``train_return``
-(its last-100 training return); per task of its final evaluation, the ``task``, its
+(its directory name), ``seed``, ``frames`` (reached), ``wall_time_s``, ``train_return``
+(its last-100 training return), or with the compare file's ``threshold:``
+``frames_to_threshold`` and ``minutes_to_threshold`` (its curve's first crossing; empty if
+never); per task of its final evaluation, the ``task``, its
 ``score`` (the report's: normalised where every trial has a normalised score, else the raw
 mean return), ``return`` (raw mean return) or ``normalized_score``; or a dotted key of the
 trial's config (``agent.core``, ``env.game``). A trial with no evaluation gets one row with
@@ -23,7 +25,8 @@ import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
 
-TRIAL_FIELDS = ("variant", "trial", "seed", "frames", "wall_time_s", "train_return")
+TRIAL_FIELDS = ("variant", "trial", "seed", "frames", "wall_time_s", "train_return",
+                "frames_to_threshold", "minutes_to_threshold")
 TASK_FIELDS = ("task", "score", "return", "normalized_score")
 
 
@@ -74,10 +77,15 @@ def rows(res: dict, trials, columns: dict) -> list[dict]:
     """The table's rows for ``collect``'s results ``res`` and the compare ``trials`` it covers."""
     cfgs = {t.slug: t.cfg for t in trials}
     out = []
+    crossings = (res.get("threshold") or {}).get("trials", {})
     for r in res["trials"]:
+        crossing = crossings.get(r["trial"], {})
+        wall = crossing.get("wall_time_s")
         trial = {"variant": r["variant"], "trial": r["trial"], "seed": r["seed"],
                  "frames": r["frames"], "wall_time_s": r["wall_time_s"],
-                 "train_return": r["train_return_mean100"]}
+                 "train_return": r["train_return_mean100"],
+                 "frames_to_threshold": crossing.get("frames"),
+                 "minutes_to_threshold": None if wall is None else round(wall / 60, 2)}
         tasks = r["eval"]["tasks"] if r["eval"] else {None: {}}
         for task, e in tasks.items():
             values = {**trial, "task": task, "score": e.get(res["score_key"]),

@@ -360,12 +360,15 @@ def test_primary_intervals_pair_by_seed_and_split_alpha():
 def test_the_csv_section_writes_one_row_per_trial_and_task(tmp_path, capsys):
     import csv
 
+    from scripts.report import learning_curve, time_to_threshold
     from scripts.trials import make_job, run_trial
 
     table = tmp_path / "data" / "study.csv"
     columns = {"core_width": "agent.core_options.hidden_size", "seed": "seed",
-               "frames": "frames", "task": "task", "score": "score", "return": "return"}
-    path = write_compare(tmp_path, csv={"path": str(table), "columns": columns})
+               "frames": "frames", "task": "task", "score": "score", "return": "return",
+               "to_frames": "frames_to_threshold", "to_minutes": "minutes_to_threshold"}
+    # a threshold every curve reaches at its first point (MiniGrid returns are in [0, 1])
+    path = write_compare(tmp_path, csv={"path": str(table), "columns": columns}, threshold=-1.0)
     spec, trials, out = load_spec(path)
     for t in trials:  # the trials, finished and evaluated in this process (no Ray)
         run_trial(make_job(t, spec, t.cfg.run.total_frames, [], True))
@@ -383,6 +386,13 @@ def test_the_csv_section_writes_one_row_per_trial_and_task(tmp_path, capsys):
         assert row["task"] == task and int(row["frames"]) == evaluated[t.slug]["frames"] >= 400
         # no score table for MiniGrid: the score is the raw mean return
         assert float(row["score"]) == pytest.approx(e["return_mean"]) == float(row["return"])
+        # time to the threshold: the curve's first point, and the training time logged there
+        frames, _ = learning_curve(t.dir)
+        assert int(row["to_frames"]) == frames[0] and 0 <= float(row["to_minutes"]) <= 10
+        assert time_to_threshold(t.dir, "episode_return_mean100", 2.0) == {
+            "frames": None, "wall_time_s": None}  # never reached
+    report = (Path(result["out"]) / "report.md").read_text()
+    assert "## Time to -1" in report and "not reached" not in report
 
 
 def test_a_csv_column_that_names_nothing_is_one_line_before_anything_runs(tmp_path, capsys):
