@@ -31,6 +31,7 @@ from envs.trajectory import Trajectory
 from learners.algorithms import LEARNERS
 from learners.batch import Batch, chunk_sequences, minibatches
 from learners.config import ConfigError
+from learners.malloc import keep_freed_memory
 from learners.optim import RMSpropTF
 from learners.schedule import lr_at
 
@@ -125,10 +126,12 @@ class Learner:
         ``cfg``: the ExperimentConfig; ``spec``: ``EnvRunner.spec()`` (obs shapes, actions,
         tasks); ``threads``: torch's intra-op threads (unset: torch's default);
         ``reserved_gpus``: the GPUs Ray reserved for this learner actor, None outside Ray
-        (``resolve_device``). Also turns TF32 off in this process (``use_full_float32``).
+        (``resolve_device``). Also turns TF32 off in this process (``use_full_float32``) and
+        keeps its freed heap memory for reuse (``learners/malloc.py``).
         """
         if threads:
             torch.set_num_threads(threads)
+        keep_freed_memory()  # updates reuse their buffers instead of faulting in new pages
         torch.manual_seed(cfg.run.seed)
         use_full_float32()
         if cfg.run.deterministic:  # replayable runs (learners/trainer.py)

@@ -8,3 +8,42 @@ def test_bench_env_prints_both_backends_and_their_ratio(capsys):
     assert out[1].startswith("[bench_env] ale_vector Pong x 2:") and "x gymnasium)" in out[1]
     rates = [float(line.split(":")[1].split()[0]) for line in out]
     assert all(r > 0 for r in rates)
+
+
+def test_bench_learner_prints_each_precision_and_thread_count(capsys):
+    from scripts.bench_learner import main as bench_learner
+
+    assert bench_learner(["configs/impala_minigrid.yaml", "runtime.envs_per_runner=4",
+                          "learner.unroll_length=5", "learner.batch_size=4",
+                          "--seconds", "0.05", "--threads", "1"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert "20 steps per update" in out[0]
+    rows = [line for line in out[1:] if "thread(s)" in line]
+    assert [r.split()[1] for r in rows] == ["float32", "bfloat16"]
+    assert all(float(r.split(":")[1].split()[0]) > 0 and "page faults/update" in r for r in rows)
+
+
+def test_freed_memory_is_reused_without_new_page_faults():
+    """learners/malloc.py: a large block freed and asked for again comes back already mapped.
+
+    Without the settings glibc maps a block this size (64 MB, above its largest mmap
+    threshold) afresh on every allocation: 16,384 page faults each time.
+    """
+    import resource
+
+    import pytest
+    import torch
+
+    from learners.malloc import keep_freed_memory
+
+    if not keep_freed_memory():
+        pytest.skip("the C library is not glibc")
+
+    def faults_of_one_block() -> int:
+        before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+        block = torch.ones(16 * 2**20)  # 64 MB, written all through
+        del block
+        return resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before
+
+    faults_of_one_block()  # the first time the pages are new
+    assert faults_of_one_block() < 1000
