@@ -9,13 +9,14 @@ from scripts.papers import atari_panel
 
 def test_dry_run_lists_both_presets_on_every_game(tmp_path, capsys):
     assert atari_panel.main(["--dry-run", "--frames", "2e6", "--seeds", "0", "1",
-                             "--out", str(tmp_path), "runtime.num_runners=3"]) == 0
+                             "--out", str(tmp_path), "runtime.num_runners=3",
+                             "learner.batch_size=12"]) == 0
     spec = yaml.safe_load((tmp_path / "panel_compare.yaml").read_text())
     assert spec["matrix"]["env.game"] == list(atari_panel.GAMES)
     assert [atari_panel.learner_of(b) for b in spec["matrix"]["base"]] == ["impala", "ppo"]
     assert (spec["overrides"] == {"run.total_frames": 2e6,
                                   "learner.optimizer.lr_decay_frames": 4e7,
-                                  "runtime.num_runners": 3}
+                                  "runtime.num_runners": 3, "learner.batch_size": 12}
             and spec["seeds"] == [0, 1])
     assert capsys.readouterr().err.count(" new ") == 16  # 2 presets x 4 games x 2 seeds
 
