@@ -4,7 +4,8 @@
 (b) agent inference steps/s on a runner (T = 1 forward of the runner's batch, 1 thread);
 (c) learner update steps/s alone (fwd + bwd + optimizer on batches of the configured
     shape, 1 thread; PPO counts each collected step once, whatever its epochs);
-(d) end-to-end training steps/s (``mira train`` itself for a fixed time).
+(d) end-to-end training steps/s (``mira train`` itself for a fixed time), and where an
+    update's cycle goes in it: the learner busy, and waiting for a batch.
 
 (a)-(c) are measured on one core each, so ``1/a + 1/b + 1/c`` is the core-seconds one
 agent step costs; with ``N`` cores the compute-bound limit is ``N / (1/a + 1/b + 1/c)``
@@ -88,12 +89,15 @@ def learner_rate(cfg, runner, seconds: float) -> float:
     return _rate(lambda: learner.update(*trajs), seconds, T * runner.B * per_update, warmup=1)
 
 
-def end_to_end_rate(cfg, seconds: float) -> float:
+def end_to_end_rate(cfg, seconds: float, cycle: dict | None = None) -> float:
     """(d) Agent steps/s of ``mira train`` itself, run in a temporary directory.
 
     Frames are counted over ``seconds`` after a warm-up of ``seconds / 4`` and divided by the
     frames per agent step; periodic checkpoints and progress logs are off (the run still writes
-    its final checkpoint). Runs a copy of ``cfg`` with those ``run`` settings.
+    its final checkpoint). Runs a copy of ``cfg`` with those ``run`` settings. ``cycle``, if
+    given, receives where an update's time went over the whole run (warm-up included): the
+    learner's mean ``update_s`` and the mean time it waited for a batch before each update
+    (``wait_s``; in lock-step, the runners' part of the cycle), and ``updates``.
     """
     from learners.run_dir import RunDir
     from learners.trainer import Trainer
@@ -115,6 +119,10 @@ def end_to_end_rate(cfg, seconds: float) -> float:
         return bool(frames0) and now - start >= seconds
 
     summary = trainer.train(stop_when=timed)
+    if cycle is not None and summary["updates"]:
+        metrics = summary["final_metrics"]  # one log interval: the whole run
+        cycle.update(update_s=metrics.get("update_s", float("nan")), updates=summary["updates"],
+                     wait_s=metrics.get("learner_queue_wait_s", 0.0) / summary["updates"])
     return (summary["frames"] - frames0) / max(time.time() - start, 1e-9) / fps_per_step
 
 
@@ -144,6 +152,7 @@ def run_bench(config_path: str, overrides: list[str], seconds: float = 20.0,
 
         raise ConfigError(f"--gpu-learner-rate must be positive, got {gpu_learner_rate:g}")
     from envs.runner import EnvRunner
+    from learners.algorithms import LEARNERS
     from learners.config import load_config
 
     cfg = load_config(config_path, overrides)
@@ -178,10 +187,20 @@ def run_bench(config_path: str, overrides: list[str], seconds: float = 20.0,
     cores = os.cpu_count() or 1
     limit = cores / (1 / a + 1 / b + 1 / c)
     torch.set_num_threads(cores)
-    d = end_to_end_rate(cfg, seconds)
+    cycle: dict = {}
+    d = end_to_end_rate(cfg, seconds, cycle)
     print(f"[bench] (d) end to end      {d:9.0f} steps/s", flush=True)
+    if cycle:
+        steps = cfg.learner.unroll_length * runner.B * LEARNERS.get(
+            cfg.learner.name).unrolls_per_update(cfg)
+        print(f"[bench]     per update of {steps} steps ({cycle['updates']} updates): learner "
+              f"busy {1e3 * cycle['update_s']:.0f} ms, waiting for a batch "
+              f"{1e3 * cycle['wait_s']:.0f} ms"
+              f"{' (the runners acting: lock-step)' if cfg.learner.lock_step else ''}",
+              flush=True)
     print(f"[bench] compute-bound limit on {cores} cores: {limit:.0f} steps/s; "
           f"end to end reaches {100 * d / limit:.0f}% of it", flush=True)
     return {"env": a, "inference": b, "learner": c, "end_to_end": d, "limit": limit, "cores": cores,
+            "update_cycle": cycle,
             "runner_per_core": per_core, "gpu_learner_rate": gpu_learner_rate,
             "gpu_end_to_end": gpu}

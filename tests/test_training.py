@@ -216,6 +216,9 @@ def test_bench_measures_every_stage(tmp_path, capsys, learner):
     assert all(figures[k] > 0 for k in ("env", "inference", "learner", "end_to_end", "limit"))
     out = capsys.readouterr().out
     assert "(d) end to end" in out and "compute-bound limit" in out
+    cycle = figures["update_cycle"]
+    assert cycle["updates"] >= 1 and cycle["update_s"] > 0 and cycle["wait_s"] >= 0
+    assert "learner busy" in out and ("lock-step" in out) == (learner == "ppo")
 
 
 def test_unroll_queue_parks_runners_while_two_batches_wait():
