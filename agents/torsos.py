@@ -137,7 +137,7 @@ class ShallowTorso(nn.Module):
                else torch.contiguous_format)
         # The bytes are reordered first and converted after: a uint8 -> float copy into the
         # other layout is one strided pass, several times slower than the two contiguous ones.
-        x = src.contiguous(memory_format=fmt).to(dtype).mul_(1.0 / 255.0)
+        x = src.contiguous(memory_format=fmt).to(dtype, copy=True).mul_(1.0 / 255.0)
         x = self.conv(x)  # [TB, 32, h, w]
         extras = [
             F.one_hot(last_action.reshape(T * B).long(), self.num_actions).to(dtype),

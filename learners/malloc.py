@@ -11,28 +11,31 @@ about 1.2 million page faults per 20 s of updates, and 12-20% of the update's ti
 
 ``keep_freed_memory`` turns both off (``mallopt``: no mmap'd blocks, no trimming), so freed
 blocks stay in the heap and the next update reuses them already faulted in. The process
-then keeps its peak heap for as long as it lives (its peak resident size is unchanged: the
-same buffers were live at once before). Nothing numerical changes. It is a no-op where the
-C library is not glibc (macOS, musl).
+then keeps its peak heap for as long as it lives (the Atari learner's peak resident size
+measured 846 MB against 819 before; a heap that never shrinks can also fragment above its
+peak). The setting is process-wide and stays: an in-process learner's driver and a Ray
+worker reused by later tasks keep it. Nothing numerical changes. It is a no-op where the C
+library is not glibc (macOS, musl).
 """
 
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
+import functools
 
 # mallopt's parameter numbers (glibc's malloc.h)
 M_TRIM_THRESHOLD = -1
 M_MMAP_MAX = -4
 
 
+@functools.cache
 def keep_freed_memory() -> bool:
-    """Keep freed heap memory in this process for reuse; True if glibc took the settings."""
-    name = ctypes.util.find_library("c")
-    if not name:
-        return False
+    """Keep freed heap memory in this process for reuse; True if glibc took the settings.
+
+    Once per process (cached): the settings stay for the process's life.
+    """
     try:
-        libc = ctypes.CDLL(name)
+        libc = ctypes.CDLL(None)  # the C library the interpreter runs on
         mallopt = libc.mallopt
     except (OSError, AttributeError):
         return False
@@ -40,4 +43,6 @@ def keep_freed_memory() -> bool:
         return False
     mallopt.argtypes, mallopt.restype = [ctypes.c_int, ctypes.c_int], ctypes.c_int
     # the largest int: never trim the heap's top; 0 mmap'd blocks: every block from the heap
-    return bool(mallopt(M_TRIM_THRESHOLD, 2**31 - 1)) and bool(mallopt(M_MMAP_MAX, 0))
+    trim = mallopt(M_TRIM_THRESHOLD, 2**31 - 1)
+    no_mmap = mallopt(M_MMAP_MAX, 0)
+    return bool(trim) and bool(no_mmap)

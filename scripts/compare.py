@@ -19,7 +19,8 @@ A compare file (``configs/compare_*.yaml``)::
     csv: {path: study.csv, columns: {seed: seed, task: task, score: score}}
                                       # a table of the scores (scripts/results_csv.py)
     threshold: 18                     # the report's time to a score: each trial's frames and
-                                      # training time to its curve's first crossing
+                                      # training time to its first last-100 training return
+                                      # (raw) at or above it
     resources: {cpus_per_trial: 1}
     pbt: {enabled: false}             # population-based training: scripts/pbt.py
 
@@ -116,8 +117,8 @@ class CompareSpec:
     plan: PlanSpec = field(default_factory=PlanSpec)  # primary pairs, stop rule: scripts/plan.py
     deterministic: bool = False  # run.deterministic for every trial: replayable, slower
     csv: CsvSpec = field(default_factory=CsvSpec)  # a table of the scores: scripts/results_csv.py
-    # a score the learning curves are read against: the report gives each trial's frames and
-    # training time to its first crossing (trials still run to their full budget)
+    # a last-100 training return (raw) the curves are read against: the report gives each
+    # trial's frames and training time to its first crossing (trials still run their budget)
     threshold: float | None = None
 
 
@@ -187,6 +188,11 @@ def load_spec(path: str | Path, out: str | None = None) -> tuple[CompareSpec, li
     if spec.aggregate not in AGGREGATES:
         raise ConfigError(
             f"aggregate must be one of {', '.join(AGGREGATES)}, got {spec.aggregate!r}")
+    asked = [c for c in spec.csv.columns.values()
+             if c in ("frames_to_threshold", "minutes_to_threshold")]
+    if asked and spec.threshold is None:
+        raise ConfigError(f"csv.columns: {asked[0]} needs a threshold: set `threshold:` (a "
+                          "last-100 training return) in the compare file")
     if spec.resources.placement not in ("driver", "spread"):
         raise ConfigError(
             f"resources.placement must be driver or spread, got {spec.resources.placement!r}")

@@ -33,6 +33,9 @@ from learners.logbook import duration
 from scripts import plan as plan_mod
 from scripts import results_csv
 
+# What a compare file's ``threshold:`` is read on: the last-100 mean training return (raw, in
+# the game's own points), whether or not the report's curves show normalised scores.
+THRESHOLD_TAG = "episode_return_mean100"
 FUNCTIONS = {"median": st.median, "mean": st.mean, "iqm": st.iqm, "capped_mean": st.capped_mean}
 REPS = 2000
 
@@ -212,7 +215,8 @@ def threshold_markdown(res: dict) -> list[str]:
     for r in res["trials"]:
         t = th["trials"].get(r["trial"], {})
         frames = "not reached" if t.get("frames") is None else f"{t['frames']:,}"
-        wall = "" if t.get("wall_time_s") is None else duration(t["wall_time_s"])
+        wall = ("" if t.get("frames") is None else "n/a (not logged)"
+                if t.get("wall_time_s") is None else duration(t["wall_time_s"]))
         lines.append(f"| {r['trial']} | {frames} | {wall} | {r['frames']:,} | "
                      f"{_fmt(r['train_return_mean100'], 1)} |")
     return lines
@@ -400,9 +404,10 @@ def write_report(out: Path, spec, trials, failed: dict, target_frames: int,
         plan_mod.note_report(out)  # a report is a look at the data
     res = collect(out, spec, trials, failed, target_frames, unfinished)
     tag, ylabel = curve_tag(res)
-    if spec.threshold is not None:
-        res["threshold"] = {"value": spec.threshold, "tag": tag,
-                            "trials": {t.slug: time_to_threshold(t.dir, tag, spec.threshold)
+    if spec.threshold is not None:  # on the raw return, whatever the curves show
+        res["threshold"] = {"value": spec.threshold, "tag": THRESHOLD_TAG,
+                            "trials": {t.slug: time_to_threshold(t.dir, THRESHOLD_TAG,
+                                                                 spec.threshold)
                                        for t in trials}}
     (out / "results.json").write_text(json.dumps(res, indent=2))
     (out / "report.md").write_text(markdown(res))

@@ -397,7 +397,9 @@ def test_the_csv_section_writes_one_row_per_trial_and_task(tmp_path, capsys):
 
 def test_a_csv_column_that_names_nothing_is_one_line_before_anything_runs(tmp_path, capsys):
     for columns, words in (({"core": "agent.cor"}, "csv.columns.core: 'agent.cor' is not one of"),
-                           ({"x": "scores"}, "'scores' is not one of variant, trial, seed")):
+                           ({"x": "scores"}, "'scores' is not one of variant, trial, seed"),
+                           ({"m": "minutes_to_threshold"},
+                            "minutes_to_threshold needs a threshold: set `threshold:`")):
         path = write_compare(tmp_path, csv={"path": "t.csv", "columns": columns})
         assert main([str(path), "--dry-run"]) == 2
         err = capsys.readouterr().err
