@@ -74,19 +74,43 @@ def inference_rate(runner, seconds: float) -> float:
     return _rate(act, seconds, runner.B)
 
 
+def bench_runner(cfg):
+    """The runner a benchmark steps and learns from: one of the config's, in this process."""
+    from envs.runner import EnvRunner
+
+    return EnvRunner(cfg.env, cfg.agent, envs_per_runner=cfg.runtime.envs_per_runner,
+                     unroll_length=cfg.learner.unroll_length, seed=cfg.run.seed,
+                     popart=cfg.learner.popart,
+                     # chunk states, as a run's runners record them
+                     state_every=cfg.learner.recurrence)
+
+
+def update_batch(cfg, runner) -> tuple[list, int]:
+    """One learner update's unrolls from ``runner``, and the agent steps the update consumes."""
+    from learners.algorithms import LEARNERS
+
+    per_update = LEARNERS.get(cfg.learner.name).unrolls_per_update(cfg)
+    return [runner.rollout() for _ in range(per_update)], update_steps(cfg, runner)
+
+
+def update_steps(cfg, runner) -> int:
+    """The agent steps one learner update consumes (``update_batch``'s count, no rollouts)."""
+    from learners.algorithms import LEARNERS
+
+    return (cfg.learner.unroll_length * runner.B
+            * LEARNERS.get(cfg.learner.name).unrolls_per_update(cfg))
+
+
 def learner_rate(cfg, runner, seconds: float) -> float:
     """(c) Steps/s of learner updates alone, repeated on one fixed batch of runner rollouts.
 
     An update consumes ``T * B`` steps per unroll; PPO's epochs count each step once.
     """
-    from learners.algorithms import LEARNERS
     from learners.learner import Learner
 
     learner = Learner(cfg, runner.spec())
-    per_update = LEARNERS.get(cfg.learner.name).unrolls_per_update(cfg)
-    trajs = [runner.rollout() for _ in range(per_update)]
-    T = cfg.learner.unroll_length
-    return _rate(lambda: learner.update(*trajs), seconds, T * runner.B * per_update, warmup=1)
+    trajs, steps = update_batch(cfg, runner)
+    return _rate(lambda: learner.update(*trajs), seconds, steps, warmup=1)
 
 
 def end_to_end_rate(cfg, seconds: float, cycle: dict | None = None) -> float:
@@ -151,17 +175,11 @@ def run_bench(config_path: str, overrides: list[str], seconds: float = 20.0,
         from learners.config import ConfigError
 
         raise ConfigError(f"--gpu-learner-rate must be positive, got {gpu_learner_rate:g}")
-    from envs.runner import EnvRunner
-    from learners.algorithms import LEARNERS
     from learners.config import load_config
 
     cfg = load_config(config_path, overrides)
     torch.set_num_threads(1)
-    runner = EnvRunner(cfg.env, cfg.agent, envs_per_runner=cfg.runtime.envs_per_runner,
-                       unroll_length=cfg.learner.unroll_length, seed=cfg.run.seed,
-                       popart=cfg.learner.popart,
-                       # chunk states, as a run's runners record them
-                       state_every=cfg.learner.recurrence)
+    runner = bench_runner(cfg)
     print(f"[bench] {config_path}: {cfg.env.suite} {runner.suite.tasks[0]}"
           f"{' +' if len(runner.suite.tasks) > 1 else ''}, "
           f"{cfg.agent.torso}/{cfg.agent.core}/{cfg.agent.head}, learner {cfg.learner.name}, "
@@ -191,9 +209,8 @@ def run_bench(config_path: str, overrides: list[str], seconds: float = 20.0,
     d = end_to_end_rate(cfg, seconds, cycle)
     print(f"[bench] (d) end to end      {d:9.0f} steps/s", flush=True)
     if cycle:
-        steps = cfg.learner.unroll_length * runner.B * LEARNERS.get(
-            cfg.learner.name).unrolls_per_update(cfg)
-        print(f"[bench]     per update of {steps} steps ({cycle['updates']} updates): learner "
+        print(f"[bench]     per update of {update_steps(cfg, runner)} steps "
+              f"({cycle['updates']} updates): learner "
               f"busy {1e3 * cycle['update_s']:.0f} ms, waiting for a batch "
               f"{1e3 * cycle['wait_s']:.0f} ms"
               f"{' (the runners acting: lock-step)' if cfg.learner.lock_step else ''}",

@@ -19,16 +19,15 @@ import time
 import torch
 
 
-def measure(cfg, trajectories, spec: dict, threads: int, seconds: float) -> dict:
+def measure(cfg, trajectories, steps: int, spec: dict, threads: int, seconds: float) -> dict:
     """Steps/s, core-ms per step and minor page faults per update of one learner setting.
 
-    ``trajectories``: one update's unrolls (each ``[T + 1, B]``: the last row only bootstraps).
+    ``trajectories``: one update's unrolls, ``steps`` the agent steps they hold.
     """
     from learners.learner import Learner
 
     torch.set_num_threads(threads)
     learner = Learner(cfg, spec, threads)
-    steps = sum((t.reward.shape[0] - 1) * t.reward.shape[1] for t in trajectories)
     learner.update(*trajectories)  # warm-up: first-touch allocations, oneDNN's kernel choice
     faults0 = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
     n, start = 0, time.perf_counter()
@@ -45,9 +44,8 @@ def main(argv: list[str] | None = None) -> int:
     """Measure and print every setting; 0 on success (a bad config: argparse's exit 2)."""
     from dataclasses import replace
 
-    from envs.runner import EnvRunner
-    from learners.algorithms import LEARNERS
     from learners.config import ConfigError, load_config
+    from scripts.bench import bench_runner, update_batch
 
     p = argparse.ArgumentParser(prog="python -m scripts.bench_learner", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -62,20 +60,16 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as e:
         p.error(str(e))
     torch.set_num_threads(1)
-    runner = EnvRunner(cfg.env, cfg.agent, envs_per_runner=cfg.runtime.envs_per_runner,
-                       unroll_length=cfg.learner.unroll_length, seed=cfg.run.seed,
-                       popart=cfg.learner.popart, state_every=cfg.learner.recurrence)
-    trajectories = [runner.rollout()
-                    for _ in range(LEARNERS.get(cfg.learner.name).unrolls_per_update(cfg))]
+    runner = bench_runner(cfg)
+    trajectories, steps = update_batch(cfg, runner)
     spec = runner.spec()
     runner.close()
-    print(f"[bench_learner] {args.config}: {cfg.learner.name}, "
-          f"{cfg.learner.unroll_length * runner.B * len(trajectories)} steps per update, "
+    print(f"[bench_learner] {args.config}: {cfg.learner.name}, {steps} steps per update, "
           f"{cfg.learner.epochs} epoch(s) x {cfg.learner.minibatches} minibatch(es)", flush=True)
     for precision in ("float32", "bfloat16"):
         mixed = replace(cfg, learner=replace(cfg.learner, mixed_precision=precision == "bfloat16"))
         for threads in args.threads:
-            r = measure(mixed, trajectories, spec, threads, args.seconds)
+            r = measure(mixed, trajectories, steps, spec, threads, args.seconds)
             print(f"[bench_learner] {precision:8s} {threads} thread(s): {r['steps_per_s']:7.0f} "
                   f"steps/s  {r['core_ms']:.3f} core-ms/step  "
                   f"{r['faults_per_update']:8.0f} page faults/update", flush=True)
