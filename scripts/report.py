@@ -136,6 +136,7 @@ def collect(out: Path, spec, trials, failed: dict, target_frames: int,
             "trial": t.slug, "variant": t.variant, "settings": t.settings, "seed": t.seed,
             "dir": str(t.dir), "frames": summary["frames"], "wall_time_s": summary["wall_time_s"],
             "params": param_count(t.dir), "train_return_mean100": summary["episode_return_mean"],
+            "train_tasks": summary.get("episode_return_mean_per_task") or {},
             "eval": None if ev is None else {"score": ev["score"], "tasks": ev["tasks"],
                                              "aggregates": ev["aggregates"]},
         })
@@ -143,15 +144,21 @@ def collect(out: Path, spec, trials, failed: dict, target_frames: int,
     normalised = bool(evaluated) and all(e["normalized_score"] is not None for r in evaluated
                                          for e in r["eval"]["tasks"].values())
     key = "normalized_score" if normalised else "return_mean"
+    # A compare that evaluates nothing scores its trials by the last-100 training return per
+    # task (summary.json), so its variants still get their aggregates and intervals.
+    final = "evaluation" if evaluated else "training"
+    for r in rows:
+        r["final_tasks"] = ({task: e[key] for task, e in r["eval"]["tasks"].items()}
+                            if r["eval"] else r["train_tasks"] if final == "training" else {})
     keys = list(dict.fromkeys(k for t in trials for k in t.settings))
     varying = [k for k in keys
                if len({json.dumps(t.settings.get(k), sort_keys=True) for t in trials}) > 1] or keys
     variants = {}
     for name in dict.fromkeys(r["variant"] for r in rows):
         mine = [r for r in rows if r["variant"] == name]
-        tasks = list(mine[0]["eval"]["tasks"]) if mine[0]["eval"] else []
-        scored = [r for r in mine if r["eval"] and list(r["eval"]["tasks"]) == tasks]
-        matrix = [[r["eval"]["tasks"][task][key] for task in tasks] for r in scored]
+        tasks = list(mine[0]["final_tasks"])
+        scored = [r for r in mine if r["final_tasks"] and list(r["final_tasks"]) == tasks]
+        matrix = [[r["final_tasks"][task] for task in tasks] for r in scored]
         settings = mine[0]["settings"]
         label = ", ".join(
             f"{k.split('.')[-1]}={Path(settings[k]).stem if k == 'base' else settings[k]}"
@@ -187,8 +194,11 @@ def collect(out: Path, spec, trials, failed: dict, target_frames: int,
     return {
         "name": spec.name, "created": time.strftime("%Y-%m-%d %H:%M:%S"),
         "target_frames": target_frames,
-        "score": f"{evaluated[0]['eval']['score']} score" if normalised else "raw episode return",
-        "score_key": key, "aggregate": headline, "evaluation_episodes": spec.evaluate.episodes,
+        "score": (f"{evaluated[0]['eval']['score']} score" if normalised
+                  else "raw episode return" if evaluated
+                  else "raw training episode return (last 100 episodes)"),
+        "final": final, "score_key": key, "aggregate": headline,
+        "evaluation_episodes": spec.evaluate.episodes,
         "ci": f"95% percentile stratified bootstrap over seeds (per task), {REPS} replicates",
         "trials": rows, "variants": variants, "failed": failed, "unfinished": list(unfinished),
         "probability_of_improvement": {"variants": names, "matrix": poi}, "pbt": pbt,
@@ -232,8 +242,10 @@ def markdown(res: dict) -> str:
     lines = [f"# Compare: {res['name']}", "",
              f"{len(variants)} variant(s), {len(res['trials'])} trial(s), "
              f"target {res['target_frames']:,} frames each; "
-             f"final evaluation: {res['evaluation_episodes']} episodes per task "
-             "of each trial's last checkpoint.", "",
+             + (f"final evaluation: {res['evaluation_episodes']} episodes per task "
+                "of each trial's last checkpoint." if res["final"] == "evaluation"
+                else "no final evaluation: a trial's score is its last-100 training return per "
+                     "task."), "",
              f"**Score: {res['score']}**; headline aggregate **{agg}** over seeds x tasks; "
              f"CIs: {res['ci']} (Agarwal et al. 2021).", ""]
     if res.get("unfinished"):
@@ -356,7 +368,8 @@ def plot(out: Path, res: dict, curves: dict, curve_label: str) -> None:
                        label="one seed" if i == 0 else None)
     ax.set_xticks(range(len(names)), labels, rotation=20 if len(names) > 3 else 0,
                   ha="right" if len(names) > 3 else "center")
-    ax.set(ylabel=f"{agg} of {res['score']} (final evaluation)",
+    when = "final evaluation" if res["final"] == "evaluation" else "end of training"
+    ax.set(ylabel=f"{agg} of {res['score']} ({when})",
            title=f"{res['name']}: final {agg} score\n"
                  "(bars: 95% stratified bootstrap CI over seeds)")
     ax.grid(axis="y", alpha=0.3)
