@@ -39,7 +39,7 @@ def test_checkpoint_probe_reads_a_lab6_run(tmp_path):
     cfg = load_config(ROOT / "configs/impala_lab6.yaml", SMALL + [
         f"run.dir={tmp_path / 'lab6'}", "run.total_frames=480", "runtime.num_runners=0",
         "runtime.runners_per_task=0", "runtime.envs_per_runner=6", "learner.batch_size=6",
-        "learner.unroll_length=10", "eval.every_frames=0"])
+        "learner.unroll_length=10", "learner.recurrence=5", "eval.every_frames=0"])
     Trainer(cfg, RunDir.create(cfg, None), quiet=True).train()
     result = atari_probe.checkpoint(str(tmp_path / "lab6"))
     assert len(result["policy_mean"]) == 7 and abs(sum(result["policy_mean"]) - 1) < 1e-5
@@ -54,7 +54,7 @@ def test_checkpoint_command_takes_several_run_dirs(tmp_path, capsys):
     cfg = load_config(ROOT / "configs/impala_lab6.yaml", SMALL + [
         f"run.dir={tmp_path / 'a'}", "run.total_frames=240", "runtime.num_runners=0",
         "runtime.runners_per_task=0", "runtime.envs_per_runner=6", "learner.batch_size=6",
-        "learner.unroll_length=10", "eval.every_frames=0"])
+        "learner.unroll_length=10", "learner.recurrence=5", "eval.every_frames=0"])
     Trainer(cfg, RunDir.create(cfg, None), quiet=True).train()
     assert atari_probe.main(["checkpoint", str(tmp_path / "a"), str(tmp_path / "a")]) == 0
     out = capsys.readouterr().out
