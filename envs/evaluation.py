@@ -96,9 +96,9 @@ def markdown(result: dict, title: str) -> str:
         lines.append(f"| {task} | {e['return_mean']:.3f} | {e['return_std']:.3f} | "
                      f"{e['episodes']} | {ns} |")
     if result["aggregates"]:
-        lines += ["", "Aggregates over this checkpoint's episodes: the median and IQM of every "
-                  "episode's score in every task, the mean (and capped mean) of the per-task "
-                  "means; a compare report's aggregates are over seeds x tasks instead.",
+        lines += ["", "Aggregates over this checkpoint's episodes: the IQM of every episode's "
+                  "score in every task; the median, mean (and capped mean) of the per-task "
+                  "means. A compare report's aggregates are over seeds x tasks instead.",
                   "", "| aggregate | value | 95% CI (stratified bootstrap over episodes) |",
                   "| --- | ---: | --- |"]
         for name, a in result["aggregates"].items():

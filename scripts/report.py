@@ -144,19 +144,21 @@ def collect(out: Path, spec, trials, failed: dict, target_frames: int,
     normalised = bool(evaluated) and all(e["normalized_score"] is not None for r in evaluated
                                          for e in r["eval"]["tasks"].values())
     key = "normalized_score" if normalised else "return_mean"
-    # A compare that evaluates nothing scores its trials by the last-100 training return per
-    # task (summary.json), so its variants still get their aggregates and intervals.
-    final = "evaluation" if evaluated else "training"
+    # A compare that evaluates nothing (evaluate.episodes: 0) scores its trials by the last-100
+    # training return per task (summary.json), so its variants still get their aggregates and
+    # intervals; an eval.json a user wrote into a trial there does not change the mode.
+    final = "evaluation" if spec.evaluate.episodes else "training"
     for r in rows:
-        r["final_tasks"] = ({task: e[key] for task, e in r["eval"]["tasks"].items()}
-                            if r["eval"] else r["train_tasks"] if final == "training" else {})
+        r["final_tasks"] = (r["train_tasks"] if final == "training" else
+                            {task: e[key] for task, e in r["eval"]["tasks"].items()}
+                            if r["eval"] else {})
     keys = list(dict.fromkeys(k for t in trials for k in t.settings))
     varying = [k for k in keys
                if len({json.dumps(t.settings.get(k), sort_keys=True) for t in trials}) > 1] or keys
     variants = {}
     for name in dict.fromkeys(r["variant"] for r in rows):
         mine = [r for r in rows if r["variant"] == name]
-        tasks = list(mine[0]["final_tasks"])
+        tasks = list(next((r["final_tasks"] for r in mine if r["final_tasks"]), {}))
         scored = [r for r in mine if r["final_tasks"] and list(r["final_tasks"]) == tasks]
         matrix = [[r["final_tasks"][task] for task in tasks] for r in scored]
         settings = mine[0]["settings"]
@@ -194,9 +196,9 @@ def collect(out: Path, spec, trials, failed: dict, target_frames: int,
     return {
         "name": spec.name, "created": time.strftime("%Y-%m-%d %H:%M:%S"),
         "target_frames": target_frames,
-        "score": (f"{evaluated[0]['eval']['score']} score" if normalised
-                  else "raw episode return" if evaluated
-                  else "raw training episode return (last 100 episodes)"),
+        "score": ("raw training episode return (last 100 episodes)" if final == "training"
+                  else f"{evaluated[0]['eval']['score']} score" if normalised
+                  else "raw episode return"),
         "final": final, "score_key": key, "aggregate": headline,
         "evaluation_episodes": spec.evaluate.episodes,
         "ci": f"95% percentile stratified bootstrap over seeds (per task), {REPS} replicates",

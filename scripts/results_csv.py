@@ -13,8 +13,10 @@ Each column is an output name mapped to what it holds: a trial's ``variant``, ``
 never); per task of its final evaluation, the ``task``, its
 ``score`` (the report's: normalised where every trial has a normalised score, else the raw
 mean return), ``return`` (raw mean return) or ``normalized_score``; or a dotted key of the
-trial's config (``agent.core``, ``env.game``). A trial with no evaluation gets one row with
-the task columns empty, so every trial the report holds is in the table. ``mira compare``
+trial's config (``agent.core``, ``env.game``). A compare that evaluates nothing
+(``evaluate.episodes: 0``) has the same task columns from each task's last-100 training
+return (``score`` and ``return`` both that raw return). A trial with no score gets one row
+with the task columns empty, so every trial the report holds is in the table. ``mira compare``
 writes it with the report, ``--report`` included.
 """
 
@@ -86,10 +88,13 @@ def rows(res: dict, trials, columns: dict) -> list[dict]:
                  "train_return": r["train_return_mean100"],
                  "frames_to_threshold": crossing.get("frames"),
                  "minutes_to_threshold": None if wall is None else round(wall / 60, 2)}
-        tasks = r["eval"]["tasks"] if r["eval"] else {None: {}}
-        for task, e in tasks.items():
-            values = {**trial, "task": task, "score": e.get(res["score_key"]),
-                      "return": e.get("return_mean"), "normalized_score": e.get("normalized_score")}
+        evaluated = (r["eval"] or {}).get("tasks", {})
+        for task, score in (r.get("final_tasks") or {None: None}).items():
+            e = evaluated.get(task, {})
+            values = {**trial, "task": task, "score": score,
+                      "return": e.get("return_mean", score if res.get("final") == "training"
+                                      else None),
+                      "normalized_score": e.get("normalized_score")}
             out.append({name: values[source] if source in values
                         else _setting(cfgs[r["trial"]], source)
                         for name, source in columns.items()})

@@ -134,7 +134,8 @@ def run_jobs_on_ray(jobs: list[dict], resources: ResourcesSpec, aggregate: str,
                 s, ev = res["summary"], res["eval"]
                 ret = s.get("episode_return_mean")
                 agg = (ev or {}).get("aggregates", {}).get(aggregate)
-                score = f", eval {aggregate} over episodes {agg['value']:.3f}" if agg else ""
+                score = (f", eval {aggregate} {agg['value']:.3f} (this checkpoint's episodes)"
+                         if agg else "")
                 tell(f"finished {job['slug']}: {s['frames']:,} frames, {time.time() - start:.0f}s, "
                      f"return(last100) {'n/a' if ret is None else f'{ret:.3f}'}{score} "
                      f"[{len(results) + len(failed)}/{len(jobs)}]")

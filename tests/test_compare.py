@@ -395,17 +395,22 @@ def test_the_csv_section_writes_one_row_per_trial_and_task(tmp_path, capsys):
     assert "## Time to -1" in report and "not reached" not in report
 
 
-@pytest.mark.ray
 def test_a_compare_without_evaluation_scores_variants_by_their_training_return(tmp_path):
+    import csv
+
     from scripts.trials import make_job, run_trial
 
-    path = write_compare(tmp_path, evaluate={"episodes": 0})
+    table = tmp_path / "study.csv"
+    path = write_compare(tmp_path, evaluate={"episodes": 0}, csv={
+        "path": str(table), "columns": {"seed": "seed", "task": "task", "score": "score"}})
     spec, trials, out = load_spec(path)
     for t in trials:  # trained in this process (no Ray), no evaluation
         run_trial(make_job(t, spec, t.cfg.run.total_frames, [], True))
+    # an eval.json written into one trial by hand (mira evaluate RUN) leaves the mode alone
+    (trials[0].dir / "eval.json").write_text(
+        json.dumps({"score": "raw", "tasks": {}, "aggregates": {}}))
     res = run_compare(str(path), quiet=True, report_only=True)["results"]
     assert not res["unfinished"] and res["final"] == "training"
-    assert all(r["eval"] is None for r in res["trials"])
     for name, v in res["variants"].items():
         returns = [r["train_return_mean100"] for r in res["trials"] if r["variant"] == name]
         assert v["seeds"] == [0, 1] and v["tasks"] == list(res["trials"][0]["train_tasks"])
@@ -414,6 +419,11 @@ def test_a_compare_without_evaluation_scores_variants_by_their_training_return(t
     report = (Path(out) / "report.md").read_text()
     assert "no final evaluation: a trial's score is its last-100 training return" in report
     assert "| hidden_size=16 | n/a |" not in report
+    with open(table, newline="") as f:  # the csv holds the same per-task training scores
+        rows = list(csv.DictReader(f))
+    assert [float(r["score"]) for r in rows] == pytest.approx(
+        [r["train_return_mean100"] for r in res["trials"]])
+    assert all(r["task"] for r in rows)
 
 
 def test_a_csv_column_that_names_nothing_is_one_line_before_anything_runs(tmp_path, capsys):
