@@ -312,8 +312,10 @@ def _partial_report(spec: CompareSpec, trials: list[Trial], out_dir: Path, statu
         results = write_report(out_dir, spec, ready, {}, trials[0].cfg.run.total_frames,
                                unfinished)
     if not quiet:
+        shown = ", ".join(unfinished[:4]) + (f" and {len(unfinished) - 4} more (listed in the "
+                                              "report)" if len(unfinished) > 4 else "")
         say(f"wrote {out_dir / 'report.md'}: {len(ready)} of {len(trials)} trial(s) finished and "
-            f"evaluated" + (f"; left out: {', '.join(unfinished)}" if unfinished else "")
+            f"evaluated" + (f"; left out: {shown}" if unfinished else "")
             if ready else "no trial is finished and evaluated yet; no report")
     return {"out": str(out_dir), "trials": status, "failed": {}, "results": results}
 
