@@ -16,7 +16,8 @@ import envs.lab  # noqa: F401  (registers the mira/Lab30-* ids, the suites and t
 from envs import scores
 from envs.lab import FAMILIES, LAB6, LAB30, LEVELS, make_level
 from envs.lab.experts import Expert
-from envs.lab.levels import GYM_ID
+from envs.lab.levels import GYM_ID, make_lab_env
+from envs.minigrid import TILE_SIZE
 from envs.suites import ENVS, EnvConfig
 
 
@@ -76,6 +77,25 @@ def test_seed_reproduces_the_episode(name):
                 and np.array_equal(a["instruction"], b["instruction"]))
     other = [env.reset(seed=s)[0]["pixels"] for s in (1, 2, 3)]
     assert not all(np.array_equal(other[0], o) for o in other[1:]), "the seed changes nothing"
+
+
+@pytest.mark.parametrize("name", LAB30)
+def test_pixels_are_minigrid_own_partial_view(name):
+    # mira draws the view itself (envs.minigrid.pov_pixels); it must be minigrid's
+    # RGBImgPartialObsWrapper image pixel for pixel, carried objects and walls behind
+    # occluders included: the expert's episode (pickups, doors) then random actions.
+    env = make_lab_env(name)
+    rng = np.random.default_rng(3)
+    for seed in (0, 1):
+        obs, _ = env.reset(seed=seed)
+        expert = Expert(env.unwrapped, LEVELS[name].solver)
+        for t in range(60):
+            want = env.unwrapped.get_frame(tile_size=TILE_SIZE, agent_pov=True)
+            assert np.array_equal(obs["pixels"], want.transpose(2, 0, 1)), (name, seed, t)
+            action = expert.act() if t < 40 else int(rng.integers(7))
+            obs, _, terminated, truncated, _ = env.step(action)
+            if terminated or truncated:
+                break
 
 
 REFERENCE = {row["level"]: (float(row["reference"]), float(row["random"]))
