@@ -67,11 +67,12 @@ class PixelsAndInstruction(gym.ObservationWrapper):
         if obs["mission"] != self._mission:
             self._mission = obs["mission"]
             self._tokens = tokenize(self._mission)
-        return {
-            "pixels": np.ascontiguousarray(
-                pov_pixels(self.env.unwrapped, self.tile_size).transpose(2, 0, 1)),
-            "instruction": self._tokens.copy(),
-        }
+        return {"pixels": self.pixels(), "instruction": self._tokens.copy()}
+
+    def pixels(self) -> np.ndarray:
+        """The agent's view now, channels first ``[3, H, W]`` uint8."""
+        return np.ascontiguousarray(
+            pov_pixels(self.env.unwrapped, self.tile_size).transpose(2, 0, 1))
 
 
 def make_minigrid(env_id: str, **kwargs) -> gym.Env:

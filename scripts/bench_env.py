@@ -1,4 +1,4 @@
-"""``python -m scripts.bench_env [GAME]``: bare Atari stepping rates, one core, no agent.
+"""``python -m scripts.bench_env [GAME | --suite lab6]``: bare env stepping, one core, no agent.
 
 The yardstick for ``mira bench``'s end-to-end figure: what the emulator alone gives on one
 core with uniformly random actions, stepped the two ways mira can step it.
@@ -9,8 +9,13 @@ core with uniformly random actions, stepped the two ways mira can step it.
 - ``ale_vector``: ale-py's C++ ``AtariVectorEnv`` with the same preprocessing and stack,
   one emulator thread.
 
-Both count agent steps (4 frames each), resets included. Figures, not assertions: run it on an
-otherwise idle machine, and compare rates measured back to back.
+With ``--suite lab6`` (or ``lab30``): the lab levels, ``--envs`` of them dealt over the
+levels, the pixels drawn two ways: minigrid's ``RGBImgPartialObsWrapper`` (``Grid.render``)
+and mira's ``envs.minigrid.pov_pixels`` (the same image, pixel for pixel).
+
+Atari counts agent steps (4 frames each), the lab suite steps (1 frame each), resets
+included. Figures, not assertions: run it on an otherwise idle machine, and compare rates
+measured back to back.
 """
 
 from __future__ import annotations
@@ -69,14 +74,53 @@ def ale_vector_rate(game: str, num_envs: int, seconds: float) -> float:
     return _random_play_rate(envs, num_envs, seconds)
 
 
+def lab_rate(suite: str, num_envs: int, seconds: float, minigrid_pixels: bool) -> float:
+    """Steps/s of ``num_envs`` lab levels (dealt in the suite's order) in mira's ``GymBatch``.
+
+    ``minigrid_pixels``: draw the view with minigrid's own ``get_frame(agent_pov=True)``
+    (what ``RGBImgPartialObsWrapper`` calls) instead of ``envs.minigrid.pov_pixels``.
+    """
+    from envs.batch import GymBatch
+    from envs.lab.levels import LAB6, LAB30, make_lab_env
+    from envs.minigrid import PixelsAndInstruction
+
+    class MinigridPixels(PixelsAndInstruction):
+        def pixels(self):
+            frame = self.env.unwrapped.get_frame(tile_size=self.tile_size, agent_pov=True)
+            return np.ascontiguousarray(frame.transpose(2, 0, 1))
+
+    levels = {"lab6": LAB6, "lab30": LAB30}[suite]
+    envs = []
+    for i in range(num_envs):
+        env = make_lab_env(levels[i % len(levels)])  # PixelsAndInstruction outermost
+        envs.append(MinigridPixels(env.env) if minigrid_pixels else env)
+    for i, env in enumerate(envs):
+        env.reset(seed=i)
+    batch, rng = GymBatch(envs), np.random.default_rng(0)
+    return _rate(lambda: batch.step(rng.integers(7, size=num_envs)), num_envs, seconds)
+
+
 def main(argv: list[str] | None = None) -> None:
     """Print both rates and their ratio."""
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0],
                                 formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     p.add_argument("game", nargs="?", default="Pong", help="ALE game name")
-    p.add_argument("--envs", type=int, default=32, help="environments stepped as one batch")
+    p.add_argument("--suite", choices=("atari", "lab6", "lab30"), default="atari",
+                   help="which envs to step")
+    p.add_argument("--envs", type=int, default=None,
+                   help="environments stepped as one batch (default: 32 Atari, 12 lab)")
     p.add_argument("--seconds", type=float, default=20.0, help="duration of each measurement")
     args = p.parse_args(argv)
+    if args.suite != "atari":
+        n = args.envs or 12
+        m = lab_rate(args.suite, n, args.seconds, minigrid_pixels=True)
+        print(f"[bench_env] minigrid pixels {args.suite} x {n}: {m:8.0f} steps/s on 1 core",
+              flush=True)
+        r = lab_rate(args.suite, n, args.seconds, minigrid_pixels=False)
+        print(f"[bench_env] mira pixels     {args.suite} x {n}: {r:8.0f} steps/s on 1 core "
+              f"({r / m:.2f}x minigrid)", flush=True)
+        return
+    args.envs = args.envs or 32
     g = gymnasium_rate(args.game, args.envs, args.seconds)
     print(f"[bench_env] gymnasium  {args.game} x {args.envs}: {g:8.0f} agent steps/s on 1 core",
           flush=True)

@@ -10,6 +10,14 @@ def test_bench_env_prints_both_backends_and_their_ratio(capsys):
     assert all(r > 0 for r in rates)
 
 
+def test_bench_env_lab_prints_both_pixel_paths_and_their_ratio(capsys):
+    main(["--suite", "lab6", "--envs", "6", "--seconds", "0.2"])
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].startswith("[bench_env] minigrid pixels lab6 x 6:")
+    assert out[1].startswith("[bench_env] mira pixels     lab6 x 6:") and "x minigrid)" in out[1]
+    assert all(float(line.split(":")[1].split()[0]) > 0 for line in out)
+
+
 def test_bench_learner_prints_each_precision_and_thread_count(capsys):
     from scripts.bench_learner import main as bench_learner
 
