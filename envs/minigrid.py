@@ -32,7 +32,7 @@ def pov_pixels(env, tile_size: int = TILE_SIZE) -> np.ndarray:
     """
     grid, visible = env.gen_obs_grid()
     n = grid.width
-    agent_i, agent_j = n // 2, n - 1
+    agent_i, agent_j = n // 2, grid.height - 1
     img = np.empty((grid.height, tile_size, n, tile_size, 3), np.uint8)
     cells = grid.grid
     render_tile = Grid.render_tile

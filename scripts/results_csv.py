@@ -33,10 +33,21 @@ TASK_FIELDS = ("task", "score", "return", "normalized_score")
 
 
 def _is_config_key(key: str) -> bool:
-    """Whether ``key`` names a setting of a training config (options sections take any name)."""
+    """Whether ``key`` names a setting of a training config (options sections take any name).
+
+    The ``env`` section's fields depend on the suite: a key there counts if any suite has it.
+    """
+    from envs.suites import ENVS
     from learners.config import ExperimentConfig
 
-    node = ExperimentConfig()
+    section, _, rest = key.partition(".")
+    if section == "env":
+        return any(_is_field_path(ENVS.get(name).Options(), rest) for name in ENVS)
+    return _is_field_path(ExperimentConfig(), key)
+
+
+def _is_field_path(node, key: str) -> bool:
+    """Whether ``key`` is a dotted path of dataclass fields under ``node``."""
     for part in key.split("."):
         if isinstance(node, dict):
             return True  # a component's options: typed only once the component is chosen

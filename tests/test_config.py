@@ -20,6 +20,16 @@ def test_every_preset_loads(path):
     assert cfg.run.total_frames > 0
 
 
+@pytest.mark.parametrize("path", [p for p in CONFIGS if p.name.startswith(("compare_", "study_"))],
+                         ids=lambda p: p.name)
+def test_every_compare_file_loads_with_every_trial_config(path, tmp_path):
+    from scripts.compare import load_spec
+
+    spec, trials, _ = load_spec(path, out=str(tmp_path))
+    assert len(trials) == len({t.variant for t in trials}) * len(spec.seeds)
+    assert all(t.cfg.run.total_frames > 0 for t in trials)
+
+
 def test_overrides_and_types():
     cfg = load_config(None, ["run.total_frames=2e6", "runtime.num_runners=4", "env.suite=atari",
                              "env.game=Breakout", "learner.clip_value=false"])

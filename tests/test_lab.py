@@ -11,6 +11,7 @@ import gymnasium as gym
 import numpy as np
 import pytest
 from gymnasium.wrappers import RecordEpisodeStatistics
+from minigrid.core.world_object import Ball
 
 import envs.lab  # noqa: F401  (registers the mira/Lab30-* ids, the suites and the scores)
 from envs import scores
@@ -82,20 +83,31 @@ def test_seed_reproduces_the_episode(name):
 @pytest.mark.parametrize("name", LAB30)
 def test_pixels_are_minigrid_own_partial_view(name):
     # mira draws the view itself (envs.minigrid.pov_pixels); it must be minigrid's
-    # RGBImgPartialObsWrapper image pixel for pixel, carried objects and walls behind
-    # occluders included: the expert's episode (pickups, doors) then random actions.
+    # RGBImgPartialObsWrapper image pixel for pixel, walls behind occluders included: up to
+    # 40 expert steps (pickups, doors), then random actions, every observation compared,
+    # the episode's last one too; then with an object in the agent's hands.
     env = make_lab_env(name)
+    u = env.unwrapped
+
+    def minigrid_view():
+        return u.get_frame(tile_size=TILE_SIZE, agent_pov=True).transpose(2, 0, 1)
+
     rng = np.random.default_rng(3)
     for seed in (0, 1):
         obs, _ = env.reset(seed=seed)
-        expert = Expert(env.unwrapped, LEVELS[name].solver)
+        expert = Expert(u, LEVELS[name].solver)
         for t in range(60):
-            want = env.unwrapped.get_frame(tile_size=TILE_SIZE, agent_pov=True)
-            assert np.array_equal(obs["pixels"], want.transpose(2, 0, 1)), (name, seed, t)
+            assert np.array_equal(obs["pixels"], minigrid_view()), (name, seed, t)
             action = expert.act() if t < 40 else int(rng.integers(7))
             obs, _, terminated, truncated, _ = env.step(action)
             if terminated or truncated:
+                assert np.array_equal(obs["pixels"], minigrid_view()), (name, seed, "end")
                 break
+    u.carrying = Ball("purple")
+    carried = env.pixels()
+    assert np.array_equal(carried, minigrid_view()), name
+    u.carrying = None
+    assert not np.array_equal(env.pixels(), carried), "the carried ball is not drawn"
 
 
 REFERENCE = {row["level"]: (float(row["reference"]), float(row["random"]))
