@@ -35,16 +35,28 @@ Ctrl-C (SIGINT, e.g. ``timeout -s INT 1h``) stops training where it is, evaluate
 it stands and prints the table with the steps it reached, marked "(stopped)"; cores after it
 in ``--cores`` are not trained.
 
+Long runs: ``--out DIR`` keeps, per core and seed, a checkpoint ``DIR/<core>-seed<S>.pt``
+(model, Adam, the batch generator, the step; written every ``--checkpoint-every-s`` and on
+Ctrl-C) and a curve ``DIR/<core>-seed<S>.csv``: every ``--eval-every`` steps, the CE and
+accuracy on fresh sequences at both lengths, so the step where the train length is learnt
+and the test length's CE there come from one run. The same command continues from the
+checkpoint (a larger ``--steps`` extends the run); a continued run draws the same batches
+as an uninterrupted one, so it trains the same model. The finished row goes to
+``DIR/<core>-seed<S>.json``.
+
     python -m scripts.papers.copying [--cores lstm rims mi_lstm alstm] [--steps 400] [--hidden 120]
-                              [--paper]
+                              [--paper] [--out DIR [--eval-every 500]]
 """
 
 from __future__ import annotations
 
 import argparse
+import csv
 import dataclasses
+import json
 import math
 import time
+from pathlib import Path
 
 import torch
 from torch import nn
@@ -118,21 +130,92 @@ def evaluate(model: CopyModel, dormant: int, sequences: int, batch: int,
     return total_ce / seen, total_acc / seen
 
 
+CURVE_COLUMNS = ("step", "seconds", "ce_train_length", "acc_train_length", "ce_test_length",
+                 "acc_test_length")
+# what a checkpoint must agree on with the command that continues it
+SAME_RUN = ("hidden", "embed", "input_heads", "batch_size", "lr", "clip", "train_dormant",
+            "test_dormant", "eval_batch_size", "seed")
+
+
+def both_lengths(model: CopyModel, args: argparse.Namespace) -> dict:
+    """CE and accuracy at the train and test lengths on fresh sequences (fixed per seed)."""
+    eval_batch = min(args.eval_batch_size, 256)
+    ce_train, acc_train = evaluate(model, args.train_dormant, args.eval_batch_size, eval_batch,
+                                   args.seed + 1)
+    ce_test, acc_test = evaluate(model, args.test_dormant, args.eval_batch_size, eval_batch,
+                                 args.seed + 2)
+    return {"ce_train_length": ce_train, "acc_train_length": acc_train,
+            "ce_test_length": ce_test, "acc_test_length": acc_test}
+
+
+class RunFiles:
+    """``--out``'s files of one core and seed: checkpoint, curve csv, final row."""
+
+    def __init__(self, out: str, name: str, args: argparse.Namespace):
+        self.dir = Path(out)
+        self.dir.mkdir(parents=True, exist_ok=True)
+        stem = f"{name}-seed{args.seed}"
+        self.ckpt, self.curve = self.dir / f"{stem}.pt", self.dir / f"{stem}.csv"
+        self.row = self.dir / f"{stem}.json"
+        self.settings = {k: getattr(args, k) for k in SAME_RUN}
+
+    def load(self, model, optimizer, g) -> tuple[int, float]:
+        """Restore a checkpoint if there is one; returns (steps done, training seconds)."""
+        if not self.ckpt.is_file():
+            return 0, 0.0
+        state = torch.load(self.ckpt, weights_only=False)
+        differ = {k: (state["settings"].get(k), v) for k, v in self.settings.items()
+                  if state["settings"].get(k) != v}
+        if differ:
+            raise SystemExit(f"copying: {self.ckpt} was trained with other settings "
+                             f"(checkpoint, now): {differ}; use another --out")
+        model.load_state_dict(state["model"])
+        optimizer.load_state_dict(state["optimizer"])
+        g.set_state(state["generator"])
+        return state["step"], state["seconds"]
+
+    def save(self, model, optimizer, g, step: int, seconds: float) -> None:
+        """Write the checkpoint (a temporary file renamed over the old one)."""
+        tmp = self.ckpt.with_suffix(".tmp")
+        torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(),
+                    "generator": g.get_state(), "step": step, "seconds": seconds,
+                    "settings": self.settings}, tmp)
+        tmp.replace(self.ckpt)
+
+    def add_point(self, point: dict) -> None:
+        """Append one evaluated point to the curve csv (header on a new file)."""
+        new = not self.curve.is_file()
+        with self.curve.open("a", newline="") as f:
+            w = csv.DictWriter(f, fieldnames=CURVE_COLUMNS, extrasaction="ignore")
+            if new:
+                w.writeheader()
+            w.writerow(point)
+
+
 def train_core(name: str, args: argparse.Namespace) -> dict:
     """Train core ``name`` at the training length, then evaluate it at both dormant lengths.
 
     Returns its table row: core parameter count, CE and accuracy at the train and test lengths,
-    training seconds, and the core's ``diagnostics()`` (as lists) where it has them.
+    training seconds, and the core's ``diagnostics()`` (as lists) where it has them. With
+    ``args.out``, continues from and keeps a checkpoint and an evaluated curve (``RunFiles``).
     """
     torch.manual_seed(args.seed)
     model = CopyModel(name, args.hidden, args.embed, args.input_heads)
     optimizer = torch.optim.Adam(model.parameters(), lr=args.lr)
     g = torch.Generator().manual_seed(args.seed)
+    files = RunFiles(args.out, name, args) if args.out else None
+    done, before = files.load(model, optimizer, g) if files else (0, 0.0)
+    if done:
+        print(f"[{name}] continuing from step {done} ({files.ckpt})", flush=True)
     log_every = max(1, args.steps // 10)
     start = time.perf_counter()
-    done, stopped = 0, False
+
+    def seconds() -> float:  # training time, earlier runs of this checkpoint included
+        return before + time.perf_counter() - start
+
+    last_save, stopped = time.perf_counter(), False
     try:
-        for step in range(1, args.steps + 1):
+        for step in range(done + 1, args.steps + 1):
             x, target = copying_batch(args.batch_size, args.train_dormant, g)
             loss, acc = last10_metrics(model(x), target)
             optimizer.zero_grad(set_to_none=True)
@@ -142,24 +225,32 @@ def train_core(name: str, args: argparse.Namespace) -> dict:
             done = step
             if step % log_every == 0 or step == args.steps:
                 print(f"[{name}] step {step}/{args.steps}  train CE {loss.item():.3f}  "
-                      f"acc {acc:.2f}  {time.perf_counter() - start:.0f}s", flush=True)
+                      f"acc {acc:.2f}  {seconds():.0f}s", flush=True)
+            if files and args.eval_every and step % args.eval_every == 0:
+                point = {"step": step, "seconds": round(seconds(), 1),
+                         **both_lengths(model, args)}
+                files.add_point(point)
+                print(f"[{name}] step {step}: CE {point['ce_train_length']:.3f} at dormant "
+                      f"{args.train_dormant}, {point['ce_test_length']:.3f} at dormant "
+                      f"{args.test_dormant}", flush=True)
+            if files and time.perf_counter() - last_save >= args.checkpoint_every_s:
+                files.save(model, optimizer, g, step, seconds())
+                last_save = time.perf_counter()
     except KeyboardInterrupt:  # Ctrl-C: evaluate what the steps so far have trained
         stopped = True
         print(f"[{name}] stopped at step {done}/{args.steps}; evaluating the model as it is",
               flush=True)
-    train_seconds = time.perf_counter() - start
-    eval_batch = min(args.eval_batch_size, 256)
-    ce_train, acc_train = evaluate(model, args.train_dormant, args.eval_batch_size, eval_batch,
-                                   args.seed + 1)
-    ce_test, acc_test = evaluate(model, args.test_dormant, args.eval_batch_size, eval_batch,
-                                 args.seed + 2)
+    train_seconds = seconds()
+    if files:
+        files.save(model, optimizer, g, done, train_seconds)
     row = {"core": name, "params": sum(p.numel() for p in model.core.parameters()),
-           "ce_train_length": ce_train, "acc_train_length": acc_train,
-           "ce_test_length": ce_test, "acc_test_length": acc_test, "train_seconds": train_seconds,
+           **both_lengths(model, args), "train_seconds": train_seconds,
            "steps": done, "stopped": stopped}
     diagnostics = getattr(model.core, "diagnostics", None)
     if diagnostics is not None:
         row.update({k: v.tolist() for k, v in diagnostics().items()})
+    if files and not stopped:
+        files.row.write_text(json.dumps({**row, "settings": files.settings}, indent=1) + "\n")
     return row
 
 
@@ -205,6 +296,13 @@ def main(argv: list[str] | None = None) -> list[dict]:
                         help="test sequences per dormant length")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--threads", type=int, default=1, help="torch.set_num_threads")
+    parser.add_argument("--out", default=None,
+                        help="directory for each core's checkpoint, curve and row; the same "
+                             "command continues from the checkpoint")
+    parser.add_argument("--eval-every", type=int, default=500,
+                        help="with --out: steps between evaluations at both lengths (0: none)")
+    parser.add_argument("--checkpoint-every-s", type=float, default=300.0,
+                        help="with --out: seconds between checkpoints")
     parser.add_argument("--paper", action="store_true",
                         help="the paper's size: width 600, embedding 600, 30,000 steps "
                              "(150 epochs x 200 batches)")
