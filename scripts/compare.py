@@ -298,6 +298,15 @@ def primary_now(spec: CompareSpec, trials: list[Trial]) -> list[dict]:
     return plan_mod.primary_intervals(spec.plan, scores, spec.seeds)
 
 
+def interval_lines(intervals: list[dict]) -> list[str]:
+    """One console line per primary pair: its estimate and interval, decided or not."""
+    return [f"  {r['pair'][0]} vs {r['pair'][1]}: {r['statistic']} "
+            + (f"{r['estimate']:.3g} [{r['low']:.3g}, {r['high']:.3g}] over {len(r['seeds'])} "
+               f"seed(s), {'excludes' if r['excludes_null'] else 'includes'} {r['null']:g}"
+               if r["estimate"] is not None else "no paired seed yet")
+            for r in intervals]
+
+
 def _partial_report(spec: CompareSpec, trials: list[Trial], out_dir: Path, status: dict,
                     quiet: bool) -> dict:
     """The report of the trials finished and evaluated so far; nothing runs."""
@@ -379,13 +388,22 @@ def run_compare(path: str, dry_run: bool = False, max_concurrent: int | None = N
             ran, lost = run_jobs([j for j in group if needs_work(j)])
             results.update(ran)
             failed.update(lost)
-            if spec.plan.stop == "decided" and plan_mod.decided(primary_now(spec, trials)):
+            if spec.plan.stop != "decided":
+                continue
+            intervals = primary_now(spec, trials)
+            if plan_mod.decided(intervals):
                 for j in (j for g in groups[i + 1:] for j in g):
                     status[j["slug"]] = "not needed"
                 if not quiet and i + 1 < len(groups):
                     say(f"decided after {i + 1} seed(s): every primary interval excludes no "
                         "difference; the other seeds do not run")
                 break
+            if i + 1 < len(groups):  # the rule's look after each seed, with its report
+                if not quiet:
+                    for line in interval_lines(intervals):
+                        say(line)
+                now = {t.slug: trial_state(t.dir, t.cfg.run.total_frames) for t in trials}
+                _partial_report(spec, trials, out_dir, now, quiet)
         status.update({s: {"new": "trained", "resume": "resumed", "done": "evaluated"}[r["state"]]
                        for s, r in results.items()})
     status.update({s: "failed" for s in failed})

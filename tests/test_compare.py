@@ -195,6 +195,23 @@ def test_compare_runs_reports_and_resumes(tmp_path, ray_local, capsys):
 
 
 @pytest.mark.ray
+def test_decided_rule_looks_after_each_seed_with_a_report(tmp_path, ray_local, capsys):
+    # One seed at a time; after each (but the last) the console gives every primary interval
+    # and the report is rewritten with the trials so far, so a long study's report is never
+    # more than one seed old.
+    path = write_compare(tmp_path, plan={"pairs": [["hidden-size-32", "hidden-size-16"]],
+                                         "score": "train", "statistic": "win",
+                                         "stop": "decided"})
+    result = run_compare(str(path))
+    err = capsys.readouterr().err
+    look = err.index("hidden-size-32 vs hidden-size-16: win")
+    assert "over 1 seed(s), includes 0.5" in err[look:]
+    assert "report.md: 2 of 4 trial(s) finished and evaluated" in err[look:]
+    assert set(result["trials"].values()) == {"trained"}  # one seed cannot decide a win rate
+    assert "Partial report" not in (Path(result["out"]) / "report.md").read_text()
+
+
+@pytest.mark.ray
 def test_ctrl_c_to_the_process_group_leaves_each_trial_its_checkpoint(tmp_path):
     """A terminal's Ctrl-C (here ``killpg``, as ``timeout -s INT`` sends it) stops a compare.
 
