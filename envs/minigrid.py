@@ -3,7 +3,7 @@
 Observation (a ``gymnasium.spaces.Dict``, the same for every MiniGrid/BabyAI level):
 - ``pixels``: uint8 [3, 56, 56], the agent's 7x7 partial view rendered at 8 px per tile,
   channels first: the image minigrid's ``RGBImgPartialObsWrapper`` draws, pixel for pixel
-  (``pov_pixels``, about half its cost);
+  (``pov_pixels``, in about half the time of minigrid's ``get_pov_render``);
 - ``instruction``: int64 [MAX_TOKENS], the mission string tokenised (``envs.instructions``).
 Actions: MiniGrid's 7 discrete actions. Episodes end with ``terminated`` on success or
 failure and ``truncated`` at the level's ``max_steps`` (kept apart for bootstrapping).

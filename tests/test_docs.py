@@ -18,7 +18,8 @@ ROOT = Path(__file__).resolve().parents[1]
 # Words about how the software was made, not what it does; and files that are not in the repo.
 FORBIDDEN = re.compile(
     r"\bsessions?\b|\bsittings?\b|\bissue[s']?\s*#?\d+|\bthe issue\b|\bissue's\b|last night"
-    r"|\btonight\b|\bthis commit\b|(?-i:DESIGN\.md|STYLE\.md)|\.\./shared|\bshared/",
+    r"|\btonight\b|\btoday\b|\byesterday\b|\bthis round\b|development machine|from memory"
+    r"|\bthis commit\b|(?-i:DESIGN\.md|STYLE\.md)|\.\./shared|\bshared/|\bseeds/[\w-]+\.md",
     re.IGNORECASE)
 PY_DIRS = ("agents", "envs", "learners", "scripts", "tests")
 

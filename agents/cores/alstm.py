@@ -1,6 +1,7 @@
 """aLSTM: adaptive LSTM (Flennerhag et al. 2018).
 
-Seed copy of the paper: seeds/adaptive-parameterization-alstm-flennerhag2018.md.
+The paper: Flennerhag et al., "Breaking the Activation Function Bottleneck through Adaptive
+Parameterization", NeurIPS 2018, arXiv:1805.08574.
 
 An LSTM (eq. 5) whose linear maps are adapted at every step by IO-adaptation (eq. 3, section
 3, eq. 8) driven by a recurrent adaptation policy (eq. 7):

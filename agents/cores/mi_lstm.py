@@ -1,6 +1,7 @@
 """MI-LSTM: LSTM with Multiplicative Integration (Wu et al. 2016).
 
-Seed copy of the paper: seeds/multiplicative-integration-rnn-wu2016.md.
+The paper: "On Multiplicative Integration with Recurrent Neural Networks", NeurIPS 2016,
+arXiv:1606.06630.
 
 Every gate pre-activation of the LSTM replaces the additive block ``W x + U h + b`` by the
 general Multiplicative Integration block (eq. 4), with its own vectors per gate:

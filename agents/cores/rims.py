@@ -1,6 +1,6 @@
 """Recurrent Independent Mechanisms (Goyal et al. 2019, "RIMs").
 
-Seed copy of the paper: seeds/recurrent-independent-mechanisms-goyal2019.md.
+The paper: "Recurrent Independent Mechanisms", ICLR 2021, arXiv:1909.10893.
 
 ``num_units`` small recurrent cells ("RIMs") with their own parameters. One step, in the
 paper's four stages (Fig. 1, Appendix G):
