@@ -309,7 +309,7 @@ def markdown(res: dict) -> str:
               "| --- | ---: | ---: | ---: | ---: |"]
     for r in res["trials"]:
         score = (np.mean([e[res["score_key"]] for e in r["eval"]["tasks"].values()])
-                 if r["eval"] else None)
+                 if r["eval"] and r["eval"].get("tasks") else None)
         lines.append(f"| {r['trial']} | {r['frames']:,} | {duration(r['wall_time_s'])} | "
                      f"{_fmt(r['train_return_mean100'])} | {_fmt(score)} |")
     for slug, error in res["failed"].items():
