@@ -2,6 +2,8 @@
 
 import math
 
+import pytest
+
 
 def test_copying_script_smoke(capsys):
     from scripts.papers import copying
@@ -41,31 +43,72 @@ SMALL = ["--cores", "lstm", "--batch-size", "4", "--hidden", "24", "--train-dorm
          "--test-dormant", "6", "--eval-batch-size", "8", "--eval-every", "2"]
 
 
-def test_copying_continued_run_trains_the_same_model_and_keeps_one_curve(tmp_path):
+@pytest.mark.parametrize("core", ["lstm", "rims"])  # RIMs: dropout draws from torch's generator
+def test_copying_continued_run_trains_the_same_model_and_keeps_one_curve(tmp_path, core):
     import csv
 
     import torch
 
     from scripts.papers import copying
 
-    straight = copying.main(SMALL + ["--steps", "6", "--out", str(tmp_path / "a")])
-    copying.main(SMALL + ["--steps", "3", "--out", str(tmp_path / "b")])
-    continued = copying.main(SMALL + ["--steps", "6", "--out", str(tmp_path / "b")])
-    a = torch.load(tmp_path / "a" / "lstm-seed0.pt", weights_only=False)
-    b = torch.load(tmp_path / "b" / "lstm-seed0.pt", weights_only=False)
+    small = SMALL[:1] + [core] + SMALL[2:]
+    straight = copying.main(small + ["--steps", "6", "--out", str(tmp_path / "a")])
+    copying.main(small + ["--steps", "3", "--out", str(tmp_path / "b")])
+    curve = tmp_path / "b" / f"{core}-seed0.csv"
+    with curve.open("a") as f:  # a point written after the last checkpoint, by a killed run
+        f.write("4,0.0,9,0,9,0\n")
+    continued = copying.main(small + ["--steps", "6", "--out", str(tmp_path / "b")])
+    a = torch.load(tmp_path / "a" / f"{core}-seed0.pt", weights_only=False)
+    b = torch.load(tmp_path / "b" / f"{core}-seed0.pt", weights_only=False)
     assert a["step"] == b["step"] == 6
     assert all(torch.equal(a["model"][k], b["model"][k]) for k in a["model"])
     assert straight[0]["ce_test_length"] == continued[0]["ce_test_length"]
-    with (tmp_path / "b" / "lstm-seed0.csv").open() as f:
-        assert [int(r["step"]) for r in csv.DictReader(f)] == [2, 4, 6]
-    assert (tmp_path / "b" / "lstm-seed0.json").is_file()
+    with curve.open() as f:
+        rows = list(csv.DictReader(f))
+    assert [int(r["step"]) for r in rows] == [2, 4, 6] and float(rows[1]["ce_train_length"]) != 9
+    assert (tmp_path / "b" / f"{core}-seed0.json").is_file()
 
 
-def test_copying_refuses_a_checkpoint_of_other_settings(tmp_path):
-    import pytest
+def test_copying_ctrl_c_stops_at_a_step_boundary_and_continues_the_same_run(tmp_path,
+                                                                           monkeypatch):
+    import os
+    import signal
+
+    import torch
 
     from scripts.papers import copying
 
-    copying.main(SMALL + ["--steps", "2", "--out", str(tmp_path)])
+    straight = copying.main(SMALL + ["--steps", "6", "--out", str(tmp_path / "a")])
+    batches, calls = copying.copying_batch, []
+
+    def ctrl_c_during_the_third(n, dormant, g):
+        calls.append(n)
+        if calls.count(4) == 3 and n == 4:  # the third training batch (evaluation draws 8)
+            os.kill(os.getpid(), signal.SIGINT)  # arrives mid-step: the step still completes
+        return batches(n, dormant, g)
+
+    monkeypatch.setattr(copying, "copying_batch", ctrl_c_during_the_third)
+    (row,) = copying.main(SMALL + ["--steps", "6", "--out", str(tmp_path / "b")])
+    assert row["stopped"] and row["steps"] == 3
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    monkeypatch.setattr(copying, "copying_batch", batches)
+    continued = copying.main(SMALL + ["--steps", "6", "--out", str(tmp_path / "b")])
+    a = torch.load(tmp_path / "a" / "lstm-seed0.pt", weights_only=False)
+    b = torch.load(tmp_path / "b" / "lstm-seed0.pt", weights_only=False)
+    assert all(torch.equal(a["model"][k], b["model"][k]) for k in a["model"])
+    assert straight[0]["ce_test_length"] == continued[0]["ce_test_length"]
+
+
+def test_copying_refuses_a_checkpoint_of_other_settings_before_any_core_trains(tmp_path):
+    from scripts.papers import copying
+
+    copying.main(SMALL + ["--steps", "4", "--out", str(tmp_path)])
     with pytest.raises(SystemExit, match="other settings"):
         copying.main(SMALL + ["--hidden", "32", "--steps", "4", "--out", str(tmp_path)])
+    with pytest.raises(SystemExit, match="past --steps 2"):
+        copying.main(SMALL + ["--steps", "2", "--out", str(tmp_path)])
+    with pytest.raises(SystemExit, match="other settings"):  # rims would train first
+        copying.main(["--cores", "rims"] + SMALL[2:] + ["--cores", "rims", "lstm", "--hidden",
+                                                         "24", "--lr", "0.01", "--steps", "4",
+                                                         "--out", str(tmp_path)])
+    assert not (tmp_path / "rims-seed0.pt").exists()

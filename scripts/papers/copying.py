@@ -31,13 +31,14 @@ stuck at chance slowed from 0.2 to 0.6 s per step between steps 4,500 and 9,000 
 15,000-step run (width 120, one thread, beside a RIMs run; its gates' tiny gradients are the
 likely denormals), and ran 0.15 s per step past step 6,000 with them flushed (2026-11-25).
 
-Ctrl-C (SIGINT, e.g. ``timeout -s INT 1h``) stops training where it is, evaluates the model as
-it stands and prints the table with the steps it reached, marked "(stopped)"; cores after it
-in ``--cores`` are not trained.
+Ctrl-C (SIGINT, e.g. ``timeout -s INT 1h``) stops training at the end of the step under way,
+evaluates the model as it stands and prints the table with the steps it reached, marked
+"(stopped)"; cores after it in ``--cores`` are not trained. A second Ctrl-C stops at once
+(with ``--out``, the last checkpoint stays as it was).
 
 Long runs: ``--out DIR`` keeps, per core and seed, a checkpoint ``DIR/<core>-seed<S>.pt``
-(model, Adam, the batch generator, the step; written every ``--checkpoint-every-s`` and on
-Ctrl-C) and a curve ``DIR/<core>-seed<S>.csv``: every ``--eval-every`` steps, the CE and
+(model, Adam, the batch generator, torch's generator for dropout, the step; written at
+every evaluation, every ``--checkpoint-every-s`` and on Ctrl-C) and a curve ``DIR/<core>-seed<S>.csv``: every ``--eval-every`` steps, the CE and
 accuracy on fresh sequences at both lengths, so the step where the train length is learnt
 and the test length's CE there come from one run. The same command continues from the
 checkpoint (a larger ``--steps`` extends the run); a continued run draws the same batches
@@ -55,6 +56,8 @@ import csv
 import dataclasses
 import json
 import math
+import signal
+import threading
 import time
 from pathlib import Path
 
@@ -153,43 +156,94 @@ class RunFiles:
 
     def __init__(self, out: str, name: str, args: argparse.Namespace):
         self.dir = Path(out)
-        self.dir.mkdir(parents=True, exist_ok=True)
+        if self.dir.exists() and not self.dir.is_dir():
+            raise SystemExit(f"copying: --out {out} is a file; give a directory")
         stem = f"{name}-seed{args.seed}"
         self.ckpt, self.curve = self.dir / f"{stem}.pt", self.dir / f"{stem}.csv"
         self.row = self.dir / f"{stem}.json"
         self.settings = {k: getattr(args, k) for k in SAME_RUN}
+        self.steps = args.steps
 
-    def load(self, model, optimizer, g) -> tuple[int, float]:
-        """Restore a checkpoint if there is one; returns (steps done, training seconds)."""
+    def check(self) -> dict | None:
+        """The checkpoint, if any, after checking it belongs to this command (one-line exits)."""
         if not self.ckpt.is_file():
-            return 0, 0.0
+            return None
         state = torch.load(self.ckpt, weights_only=False)
         differ = {k: (state["settings"].get(k), v) for k, v in self.settings.items()
                   if state["settings"].get(k) != v}
         if differ:
             raise SystemExit(f"copying: {self.ckpt} was trained with other settings "
                              f"(checkpoint, now): {differ}; use another --out")
+        if state["step"] > self.steps:
+            raise SystemExit(f"copying: {self.ckpt} is at step {state['step']}, past --steps "
+                             f"{self.steps}; give --steps {state['step']} or more")
+        return state
+
+    def load(self, model, optimizer, g) -> tuple[int, float]:
+        """Restore a checkpoint if there is one; returns (steps done, training seconds).
+
+        The curve keeps only the points up to the checkpoint's step: a run killed after an
+        evaluation but before its next checkpoint writes those points again.
+        """
+        state = self.check()
+        if state is None:
+            return 0, 0.0
         model.load_state_dict(state["model"])
         optimizer.load_state_dict(state["optimizer"])
         g.set_state(state["generator"])
+        torch.set_rng_state(state["torch_rng"])  # RIMs' dropout draws from it
+        if self.curve.is_file():
+            with self.curve.open(newline="") as f:
+                rows = [r for r in csv.DictReader(f) if int(r["step"]) <= state["step"]]
+            self.curve.unlink()
+            for r in rows:
+                self.add_point(r)
         return state["step"], state["seconds"]
 
     def save(self, model, optimizer, g, step: int, seconds: float) -> None:
         """Write the checkpoint (a temporary file renamed over the old one)."""
+        self.dir.mkdir(parents=True, exist_ok=True)
         tmp = self.ckpt.with_suffix(".tmp")
         torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(),
-                    "generator": g.get_state(), "step": step, "seconds": seconds,
-                    "settings": self.settings}, tmp)
+                    "generator": g.get_state(), "torch_rng": torch.get_rng_state(),
+                    "step": step, "seconds": seconds, "settings": self.settings}, tmp)
         tmp.replace(self.ckpt)
 
     def add_point(self, point: dict) -> None:
         """Append one evaluated point to the curve csv (header on a new file)."""
+        self.dir.mkdir(parents=True, exist_ok=True)
         new = not self.curve.is_file()
         with self.curve.open("a", newline="") as f:
             w = csv.DictWriter(f, fieldnames=CURVE_COLUMNS, extrasaction="ignore")
             if new:
                 w.writeheader()
             w.writerow(point)
+
+
+class StepBoundaryInterrupt:
+    """Ctrl-C (SIGINT) asks training to stop at the next step boundary; a second one quits now.
+
+    A step cut in the middle would leave the batch generator past a batch the model never
+    trained on, or Adam part-way through its parameters, and the checkpoint would then not
+    continue the run it came from.
+    """
+
+    def __init__(self):
+        self.count, self._old = 0, None
+
+    def __enter__(self):
+        if threading.current_thread() is threading.main_thread():
+            self._old = signal.signal(signal.SIGINT, self._handle)
+        return self
+
+    def _handle(self, signum, frame):
+        self.count += 1
+        if self.count > 1:
+            raise KeyboardInterrupt
+
+    def __exit__(self, *exc):
+        if self._old is not None:
+            signal.signal(signal.SIGINT, self._old)
 
 
 def train_core(name: str, args: argparse.Namespace) -> dict:
@@ -213,35 +267,44 @@ def train_core(name: str, args: argparse.Namespace) -> dict:
     def seconds() -> float:  # training time, earlier runs of this checkpoint included
         return before + time.perf_counter() - start
 
-    last_save, stopped = time.perf_counter(), False
-    try:
-        for step in range(done + 1, args.steps + 1):
-            x, target = copying_batch(args.batch_size, args.train_dormant, g)
-            loss, acc = last10_metrics(model(x), target)
-            optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            nn.utils.clip_grad_norm_(model.parameters(), args.clip)
-            optimizer.step()
-            done = step
-            if step % log_every == 0 or step == args.steps:
-                print(f"[{name}] step {step}/{args.steps}  train CE {loss.item():.3f}  "
-                      f"acc {acc:.2f}  {seconds():.0f}s", flush=True)
-            if files and args.eval_every and step % args.eval_every == 0:
-                point = {"step": step, "seconds": round(seconds(), 1),
-                         **both_lengths(model, args)}
-                files.add_point(point)
-                print(f"[{name}] step {step}: CE {point['ce_train_length']:.3f} at dormant "
-                      f"{args.train_dormant}, {point['ce_test_length']:.3f} at dormant "
-                      f"{args.test_dormant}", flush=True)
-            if files and time.perf_counter() - last_save >= args.checkpoint_every_s:
-                files.save(model, optimizer, g, step, seconds())
-                last_save = time.perf_counter()
-    except KeyboardInterrupt:  # Ctrl-C: evaluate what the steps so far have trained
-        stopped = True
-        print(f"[{name}] stopped at step {done}/{args.steps}; evaluating the model as it is",
-              flush=True)
+    last_save, stopped, quit_now = time.perf_counter(), False, False
+    g_before = g.get_state()
+    with StepBoundaryInterrupt() as interrupt:
+        try:
+            for step in range(done + 1, args.steps + 1):
+                g_before = g.get_state()
+                if interrupt.count:
+                    raise KeyboardInterrupt
+                x, target = copying_batch(args.batch_size, args.train_dormant, g)
+                loss, acc = last10_metrics(model(x), target)
+                optimizer.zero_grad(set_to_none=True)
+                loss.backward()
+                nn.utils.clip_grad_norm_(model.parameters(), args.clip)
+                optimizer.step()
+                done = step
+                if step % log_every == 0 or step == args.steps:
+                    print(f"[{name}] step {step}/{args.steps}  train CE {loss.item():.3f}  "
+                          f"acc {acc:.2f}  {seconds():.0f}s", flush=True)
+                evaluated = files and args.eval_every and step % args.eval_every == 0
+                if evaluated:
+                    point = {"step": step, "seconds": round(seconds(), 1),
+                             **both_lengths(model, args)}
+                    files.add_point(point)
+                    print(f"[{name}] step {step}: CE {point['ce_train_length']:.3f} at dormant "
+                          f"{args.train_dormant}, {point['ce_test_length']:.3f} at dormant "
+                          f"{args.test_dormant}", flush=True)
+                if files and (evaluated
+                              or time.perf_counter() - last_save >= args.checkpoint_every_s):
+                    files.save(model, optimizer, g, step, seconds())
+                    last_save = time.perf_counter()
+        except KeyboardInterrupt:  # Ctrl-C: evaluate what the steps so far have trained
+            stopped, quit_now = True, interrupt.count > 1
+            if done < step:  # the step was cut before its update: its batch is drawn again
+                g.set_state(g_before)
+            print(f"[{name}] stopped at step {done}/{args.steps}; evaluating the model as it is",
+                  flush=True)
     train_seconds = seconds()
-    if files:
+    if files and not quit_now:  # a second Ctrl-C may have cut Adam's step: keep the last one
         files.save(model, optimizer, g, done, train_seconds)
     row = {"core": name, "params": sum(p.numel() for p in model.core.parameters()),
            **both_lengths(model, args), "train_seconds": train_seconds,
@@ -313,6 +376,9 @@ def main(argv: list[str] | None = None) -> list[dict]:
     if unknown:
         parser.error(f"unknown core(s) {unknown}; valid cores: {', '.join(CORES.names())}")
 
+    if args.out:  # a checkpoint of other settings stops the command before any core trains
+        for name in args.cores:
+            RunFiles(args.out, name, args).check()
     threads = torch.get_num_threads()
     torch.set_num_threads(args.threads)
     flush = torch.set_flush_denormal(True)  # see the module docstring
