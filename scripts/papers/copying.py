@@ -38,9 +38,10 @@ evaluates the model as it stands and prints the table with the steps it reached,
 
 Long runs: ``--out DIR`` keeps, per core and seed, a checkpoint ``DIR/<core>-seed<S>.pt``
 (model, Adam, the batch generator, torch's generator for dropout, the step; written at
-every evaluation, every ``--checkpoint-every-s`` and on Ctrl-C) and a curve ``DIR/<core>-seed<S>.csv``: every ``--eval-every`` steps, the CE and
-accuracy on fresh sequences at both lengths, so the step where the train length is learnt
-and the test length's CE there come from one run. The same command continues from the
+every evaluation, every ``--checkpoint-every-s`` and on Ctrl-C) and a curve
+``DIR/<core>-seed<S>.csv``: every ``--eval-every`` steps, the CE and accuracy on fresh
+sequences at both lengths, so the step where the train length is learnt and the test
+length's CE there come from one run. The same command continues from the
 checkpoint (a larger ``--steps`` extends the run); a continued run draws the same batches
 as an uninterrupted one, so it trains the same model. The finished row goes to
 ``DIR/<core>-seed<S>.json``.
