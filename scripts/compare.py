@@ -298,15 +298,6 @@ def primary_now(spec: CompareSpec, trials: list[Trial]) -> list[dict]:
     return plan_mod.primary_intervals(spec.plan, scores, spec.seeds)
 
 
-def interval_lines(intervals: list[dict]) -> list[str]:
-    """One console line per primary pair: its estimate and interval, decided or not."""
-    return [f"  {r['pair'][0]} vs {r['pair'][1]}: {r['statistic']} "
-            + (f"{r['estimate']:.3g} [{r['low']:.3g}, {r['high']:.3g}] over {len(r['seeds'])} "
-               f"seed(s), {'excludes' if r['excludes_null'] else 'includes'} {r['null']:g}"
-               if r["estimate"] is not None else "no paired seed yet")
-            for r in intervals]
-
-
 def _partial_report(spec: CompareSpec, trials: list[Trial], out_dir: Path, status: dict,
                     quiet: bool) -> dict:
     """The report of the trials finished and evaluated so far; nothing runs."""
@@ -400,7 +391,7 @@ def run_compare(path: str, dry_run: bool = False, max_concurrent: int | None = N
                 break
             if i + 1 < len(groups):  # the rule's look after each seed, with its report
                 if not quiet:
-                    for line in interval_lines(intervals):
+                    for line in plan_mod.interval_lines(intervals):
                         say(line)
                 now = {t.slug: trial_state(t.dir, t.cfg.run.total_frames) for t in trials}
                 _partial_report(spec, trials, out_dir, now, quiet)

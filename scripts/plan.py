@@ -221,6 +221,15 @@ def decided(intervals: list[dict]) -> bool:
     return bool(intervals) and all(r["excludes_null"] for r in intervals)
 
 
+def interval_lines(intervals: list[dict]) -> list[str]:
+    """One console line per primary pair: its estimate and interval, decided or not."""
+    return [f"  {r['pair'][0]} vs {r['pair'][1]}: {r['statistic']} "
+            + (f"{r['estimate']:.3g} [{r['low']:.3g}, {r['high']:.3g}] over {len(r['seeds'])} "
+               f"seed(s), {'excludes' if r['excludes_null'] else 'includes'} {r['null']:g}"
+               if r["estimate"] is not None else "no paired seed yet")
+            for r in intervals]
+
+
 def _num(x) -> str:
     return "n/a" if x is None else f"{x:.3g}"
 
