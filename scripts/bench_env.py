@@ -10,10 +10,12 @@ core with uniformly random actions, stepped the two ways mira can step it.
   one emulator thread.
 
 With ``--suite lab6`` (or ``lab30``): the lab levels, ``--envs`` of them dealt over the
-levels in mira's batch, the pixels drawn two ways: minigrid's ``get_frame(agent_pov=True)``
-(``Grid.render``, what ``RGBImgPartialObsWrapper`` calls; the wrapper's own layer is left
-out, so the ratio is if anything low) and mira's ``envs.minigrid.pov_pixels`` (the same
-image, pixel for pixel). Both are warmed up first (minigrid's tile cache is shared).
+levels in mira's batch, the view computed and drawn two ways: minigrid's own
+(``gen_obs_grid`` for the step's symbolic observation and again for
+``get_frame(agent_pov=True)``, ``Grid.render``: what ``RGBImgPartialObsWrapper`` does; the
+wrapper's own layer is left out, so the ratio is if anything low) and mira's
+(``envs.minigrid.view_grid`` for both, ``pov_pixels`` to draw: the same image, pixel for
+pixel). Both are warmed up first (minigrid's tile cache is shared).
 
 Atari counts agent steps (4 frames each), the lab suite steps (1 frame each), resets
 included. Figures, not assertions: run it on an otherwise idle machine, and compare rates
@@ -79,14 +81,19 @@ def ale_vector_rate(game: str, num_envs: int, seconds: float) -> float:
 def lab_rate(suite: str, num_envs: int, seconds: float, minigrid_pixels: bool) -> float:
     """Steps/s of ``num_envs`` lab levels (dealt in the suite's order) in mira's ``GymBatch``.
 
-    ``minigrid_pixels``: draw the view with minigrid's own ``get_frame(agent_pov=True)``
-    (what ``RGBImgPartialObsWrapper`` calls) instead of ``envs.minigrid.pov_pixels``.
+    ``minigrid_pixels``: the level computes its view with minigrid's own ``gen_obs_grid``
+    and draws it with ``get_frame(agent_pov=True)`` (what ``RGBImgPartialObsWrapper``
+    calls) instead of ``envs.minigrid.view_grid`` and ``pov_pixels``.
     """
     from envs.batch import GymBatch
     from envs.lab.levels import LAB6, LAB30, make_lab_env
     from envs.minigrid import PixelsAndInstruction
 
     class MinigridPixels(PixelsAndInstruction):
+        def __init__(self, env):
+            super().__init__(env)
+            vars(env.unwrapped).pop("gen_obs_grid", None)  # minigrid's own view again
+
         def pixels(self):
             frame = self.env.unwrapped.get_frame(tile_size=self.tile_size, agent_pov=True)
             return np.ascontiguousarray(frame.transpose(2, 0, 1))
