@@ -71,7 +71,7 @@ from learners.config import ConfigError, ExperimentConfig, from_dict, load_confi
 from scripts import plan as plan_mod
 from scripts.pbt import PBTSpec
 from scripts.plan import PlanSpec
-from scripts.results_csv import CsvSpec
+from scripts.results_csv import CsvSpec, check_columns
 from scripts.trial_runner import ResourcesSpec, actor_cpus, run_jobs_on_ray
 from scripts.trials import (
     eval_is_current,
@@ -247,6 +247,7 @@ def load_spec(path: str | Path, out: str | None = None) -> tuple[CompareSpec, li
     # Seed-major order (every variant's seed 0, then every variant's seed 1, ...): trials run in
     # this order, so a long compare stopped part-way has every variant at the same seeds.
     trials.sort(key=lambda t: spec.seeds.index(t.seed))
+    check_columns(spec.csv, [t.cfg for t in trials])
     if spec.pbt.enabled:
         from scripts.pbt import check
 
@@ -299,25 +300,28 @@ def primary_now(spec: CompareSpec, trials: list[Trial]) -> list[dict]:
 
 
 def _partial_report(spec: CompareSpec, trials: list[Trial], out_dir: Path, status: dict,
-                    quiet: bool) -> dict:
-    """The report of the trials finished and evaluated so far; nothing runs."""
+                    quiet: bool, failed: dict | None = None) -> dict:
+    """The report of the trials finished and evaluated so far, and of those that failed."""
     from scripts.report import write_report
 
+    failed = failed or {}
     episodes = spec.evaluate.episodes
     ready = [t for t in trials
              if status[t.slug] == "done" and (not episodes or eval_is_current(t.dir, episodes))]
-    unfinished = [t.slug for t in trials if t.slug not in {r.slug for r in ready}]
+    unfinished = [t.slug for t in trials
+                  if t.slug not in {r.slug for r in ready} and t.slug not in failed]
     results = None
     if ready:
-        results = write_report(out_dir, spec, ready, {}, trials[0].cfg.run.total_frames,
+        results = write_report(out_dir, spec, ready, failed, trials[0].cfg.run.total_frames,
                                unfinished)
     if not quiet:
         shown = ", ".join(unfinished[:4]) + (f" and {len(unfinished) - 4} more (listed in the "
                                               "report)" if len(unfinished) > 4 else "")
         say(f"wrote {out_dir / 'report.md'}: {len(ready)} of {len(trials)} trial(s) finished and "
-            f"evaluated" + (f"; left out: {shown}" if unfinished else "")
+            f"evaluated" + (f", {len(failed)} failed" if failed else "")
+            + (f"; left out: {shown}" if unfinished else "")
             if ready else "no trial is finished and evaluated yet; no report")
-    return {"out": str(out_dir), "trials": status, "failed": {}, "results": results}
+    return {"out": str(out_dir), "trials": status, "failed": failed, "results": results}
 
 
 def run_compare(path: str, dry_run: bool = False, max_concurrent: int | None = None,
@@ -394,7 +398,7 @@ def run_compare(path: str, dry_run: bool = False, max_concurrent: int | None = N
                     for line in plan_mod.interval_lines(intervals):
                         say(line)
                 now = {t.slug: trial_state(t.dir, t.cfg.run.total_frames) for t in trials}
-                _partial_report(spec, trials, out_dir, now, quiet)
+                _partial_report(spec, trials, out_dir, now, quiet, failed)
         status.update({s: {"new": "trained", "resume": "resumed", "done": "evaluated"}[r["state"]]
                        for s, r in results.items()})
     status.update({s: "failed" for s in failed})

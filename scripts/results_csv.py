@@ -79,6 +79,22 @@ class CsvSpec:
                                  "(e.g. agent.core)")
 
 
+def check_columns(spec: CsvSpec, cfgs: list) -> None:
+    """Every config-key column names a setting of at least one trial (``cfgs``: their configs).
+
+    On load a key of the ``env`` section passes if any suite has it; here it must be a
+    setting of a suite the compare trains on, or its column would be empty on every row.
+    """
+    from learners.config import ConfigError
+
+    for name, source in spec.columns.items():
+        if source in TRIAL_FIELDS + TASK_FIELDS or any(_is_field_path(c, source) for c in cfgs):
+            continue
+        suites = sorted({c.env.suite for c in cfgs})
+        raise ConfigError(f"csv.columns.{name}: {source!r} is not a setting of this compare's "
+                         f"trials (suite {', '.join(suites)}); its column would be empty")
+
+
 def _setting(cfg, key: str):
     node = cfg
     for part in key.split("."):

@@ -209,6 +209,18 @@ def test_decided_rule_looks_after_each_seed_with_a_report(tmp_path, ray_local, c
     assert "report.md: 2 of 4 trial(s) finished and evaluated" in err[look:]
     assert set(result["trials"].values()) == {"trained"}  # one seed cannot decide a win rate
     assert "Partial report" not in (Path(result["out"]) / "report.md").read_text()
+    # A trial that failed before a look is in that look's report with its error, not among
+    # the unfinished ones.
+    from scripts.compare import _partial_report
+
+    spec, trials, out = load_spec(path)
+    status = {t.slug: "done" for t in trials} | {"hidden-size-16-seed1": "resume"}
+    part = _partial_report(spec, trials, out, status, False,
+                           {"hidden-size-16-seed1": "RuntimeError: the emulator died"})
+    assert part["results"]["unfinished"] == []
+    assert ("| hidden-size-16-seed1 | failed: RuntimeError: the emulator died |"
+            in (out / "report.md").read_text())
+    assert "3 of 4 trial(s) finished and evaluated, 1 failed" in capsys.readouterr().err
 
 
 @pytest.mark.ray
@@ -447,7 +459,10 @@ def test_a_csv_column_that_names_nothing_is_one_line_before_anything_runs(tmp_pa
     for columns, words in (({"core": "agent.cor"}, "csv.columns.core: 'agent.cor' is not one of"),
                            ({"x": "scores"}, "'scores' is not one of variant, trial, seed"),
                            ({"m": "minutes_to_threshold"},
-                            "minutes_to_threshold needs a threshold: set `threshold:`")):
+                            "minutes_to_threshold needs a threshold: set `threshold:`"),
+                           ({"g": "env.game"},  # an Atari setting in a MiniGrid compare
+                            "'env.game' is not a setting of this compare's trials (suite "
+                            "minigrid)")):
         path = write_compare(tmp_path, csv={"path": "t.csv", "columns": columns})
         assert main([str(path), "--dry-run"]) == 2
         err = capsys.readouterr().err
