@@ -40,9 +40,11 @@ def view_grid(env, agent_view_size: int | None = None) -> tuple[Grid, np.ndarray
     visibility is ``process_vis``'s own sweep on Python lists.
     """
     size = agent_view_size or env.agent_view_size
+    if size % 2 == 0:  # minigrid's views are odd: the agent sits on the centre column
+        raise ValueError(f"agent_view_size must be odd, got {size}")
     half = size // 2
-    ax, ay = env.agent_pos
-    fx, fy = DIR_TO_VEC[env.agent_dir]
+    ax, ay = map(int, env.agent_pos)
+    fx, fy = map(int, DIR_TO_VEC[env.agent_dir])  # plain ints: no numpy scalars in the loop
     rx, ry = -fy, fx  # minigrid's right_vec
     world = env.grid
     width, height, cells = world.width, world.height, world.grid
@@ -95,13 +97,13 @@ def _visibility(cells: list, size: int) -> list[bool]:
 def pov_pixels(env, tile_size: int = TILE_SIZE) -> np.ndarray:
     """The agent's partial view as RGB ``[H, W, 3]`` uint8, as ``env.get_pov_render`` draws it.
 
-    The view from ``view_grid``, drawn with the same tiles from minigrid's own tile cache
-    (``Grid.render_tile``), agent at the bottom centre facing up, the visible cells
-    highlighted; what it saves is ``Grid.render``'s per-cell ``np.array_equal`` and 49
-    slice assignments into a fresh image: the tiles go into one ``[rows, tile, cols, tile,
-    3]`` array.
+    The view from ``env.gen_obs_grid`` (``view_grid`` under ``PixelsAndInstruction``), drawn
+    with the same tiles from minigrid's own tile cache (``Grid.render_tile``), agent at the
+    bottom centre facing up, the visible cells highlighted; what it saves is
+    ``Grid.render``'s per-cell ``np.array_equal`` and 49 slice assignments into a fresh
+    image: the tiles go into one ``[rows, tile, cols, tile, 3]`` array.
     """
-    grid, visible = view_grid(env)
+    grid, visible = env.gen_obs_grid()  # view_grid under PixelsAndInstruction
     n = grid.width
     agent_i, agent_j = n // 2, grid.height - 1
     img = np.empty((grid.height, tile_size, n, tile_size, 3), np.uint8)

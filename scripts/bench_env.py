@@ -10,12 +10,13 @@ core with uniformly random actions, stepped the two ways mira can step it.
   one emulator thread.
 
 With ``--suite lab6`` (or ``lab30``): the lab levels, ``--envs`` of them dealt over the
-levels in mira's batch, the view computed and drawn two ways: minigrid's own
+levels in mira's batch, the view computed and drawn three ways: minigrid's own
 (``gen_obs_grid`` for the step's symbolic observation and again for
 ``get_frame(agent_pov=True)``, ``Grid.render``: what ``RGBImgPartialObsWrapper`` does; the
-wrapper's own layer is left out, so the ratio is if anything low) and mira's
-(``envs.minigrid.view_grid`` for both, ``pov_pixels`` to draw: the same image, pixel for
-pixel). Both are warmed up first (minigrid's tile cache is shared).
+wrapper's own layer is left out, so the ratios are if anything low); minigrid's view drawn
+by mira (``envs.minigrid.pov_pixels``); and mira's view (``envs.minigrid.view_grid``, for
+both) drawn by mira. The image is the same, pixel for pixel. Every path is warmed up first
+(minigrid's tile cache is shared).
 
 Atari counts agent steps (4 frames each), the lab suite steps (1 frame each), resets
 included. Figures, not assertions: run it on an otherwise idle machine, and compare rates
@@ -78,23 +79,28 @@ def ale_vector_rate(game: str, num_envs: int, seconds: float) -> float:
     return _random_play_rate(envs, num_envs, seconds)
 
 
-def lab_rate(suite: str, num_envs: int, seconds: float, minigrid_pixels: bool) -> float:
+def lab_rate(suite: str, num_envs: int, seconds: float, minigrid_view: bool,
+             minigrid_drawing: bool) -> float:
     """Steps/s of ``num_envs`` lab levels (dealt in the suite's order) in mira's ``GymBatch``.
 
-    ``minigrid_pixels``: the level computes its view with minigrid's own ``gen_obs_grid``
-    and draws it with ``get_frame(agent_pov=True)`` (what ``RGBImgPartialObsWrapper``
-    calls) instead of ``envs.minigrid.view_grid`` and ``pov_pixels``.
+    ``minigrid_view``: the level computes its view with minigrid's own ``gen_obs_grid``
+    instead of ``envs.minigrid.view_grid``; ``minigrid_drawing``: the pixels come from
+    ``get_frame(agent_pov=True)`` (what ``RGBImgPartialObsWrapper`` calls) instead of
+    ``envs.minigrid.pov_pixels``.
     """
     from envs.batch import GymBatch
     from envs.lab.levels import LAB6, LAB30, make_lab_env
     from envs.minigrid import PixelsAndInstruction
 
-    class MinigridPixels(PixelsAndInstruction):
+    class Pixels(PixelsAndInstruction):
         def __init__(self, env):
             super().__init__(env)
-            vars(env.unwrapped).pop("gen_obs_grid", None)  # minigrid's own view again
+            if minigrid_view:
+                vars(env.unwrapped).pop("gen_obs_grid", None)  # minigrid's own view again
 
         def pixels(self):
+            if not minigrid_drawing:
+                return super().pixels()
             frame = self.env.unwrapped.get_frame(tile_size=self.tile_size, agent_pov=True)
             return np.ascontiguousarray(frame.transpose(2, 0, 1))
 
@@ -102,11 +108,18 @@ def lab_rate(suite: str, num_envs: int, seconds: float, minigrid_pixels: bool) -
     envs = []
     for i in range(num_envs):
         env = make_lab_env(levels[i % len(levels)])  # PixelsAndInstruction outermost
-        envs.append(MinigridPixels(env.env) if minigrid_pixels else env)
+        envs.append(Pixels(env.env))
     for i, env in enumerate(envs):
         env.reset(seed=i)
     batch, rng = GymBatch(envs), np.random.default_rng(0)
     return _rate(lambda: batch.step(rng.integers(7, size=num_envs)), num_envs, seconds)
+
+
+LAB_PATHS = (  # label, minigrid_view, minigrid_drawing
+    ("minigrid view and drawing", True, True),
+    ("minigrid view, mira drawing", True, False),
+    ("mira view and drawing", False, False),
+)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -122,14 +135,14 @@ def main(argv: list[str] | None = None) -> None:
     args = p.parse_args(argv)
     if args.suite != "atari":
         n = args.envs or 12
-        for minigrid_pixels in (True, False):  # fill the shared tile cache, warm both paths
-            lab_rate(args.suite, n, min(1.0, args.seconds), minigrid_pixels)
-        m = lab_rate(args.suite, n, args.seconds, minigrid_pixels=True)
-        print(f"[bench_env] minigrid pixels {args.suite} x {n}: {m:8.0f} steps/s on 1 core",
-              flush=True)
-        r = lab_rate(args.suite, n, args.seconds, minigrid_pixels=False)
-        print(f"[bench_env] mira pixels     {args.suite} x {n}: {r:8.0f} steps/s on 1 core "
-              f"({r / m:.2f}x minigrid)", flush=True)
+        for _, view, drawing in LAB_PATHS:  # fill the shared tile cache, warm every path
+            lab_rate(args.suite, n, min(1.0, args.seconds), view, drawing)
+        first = None
+        for label, view, drawing in LAB_PATHS:
+            r = lab_rate(args.suite, n, args.seconds, view, drawing)
+            first = first or r
+            print(f"[bench_env] {label:<27} {args.suite} x {n}: {r:8.0f} steps/s on 1 core "
+                  f"({r / first:.2f}x minigrid)", flush=True)
         return
     args.envs = args.envs or 32
     g = gymnasium_rate(args.game, args.envs, args.seconds)

@@ -306,8 +306,8 @@ def _partial_report(spec: CompareSpec, trials: list[Trial], out_dir: Path, statu
 
     failed = failed or {}
     episodes = spec.evaluate.episodes
-    ready = [t for t in trials
-             if status[t.slug] == "done" and (not episodes or eval_is_current(t.dir, episodes))]
+    ready = [t for t in trials if t.slug not in failed and status[t.slug] == "done"
+             and (not episodes or eval_is_current(t.dir, episodes))]
     unfinished = [t.slug for t in trials
                   if t.slug not in {r.slug for r in ready} and t.slug not in failed]
     results = None
@@ -320,7 +320,8 @@ def _partial_report(spec: CompareSpec, trials: list[Trial], out_dir: Path, statu
         say(f"wrote {out_dir / 'report.md'}: {len(ready)} of {len(trials)} trial(s) finished and "
             f"evaluated" + (f", {len(failed)} failed" if failed else "")
             + (f"; left out: {shown}" if unfinished else "")
-            if ready else "no trial is finished and evaluated yet; no report")
+            if ready else "no trial is finished and evaluated yet; no report"
+            + (f" ({len(failed)} failed: {', '.join(failed)})" if failed else ""))
     return {"out": str(out_dir), "trials": status, "failed": failed, "results": results}
 
 

@@ -92,7 +92,8 @@ def check_columns(spec: CsvSpec, cfgs: list) -> None:
             continue
         suites = sorted({c.env.suite for c in cfgs})
         raise ConfigError(f"csv.columns.{name}: {source!r} is not a setting of this compare's "
-                         f"trials (suite {', '.join(suites)}); its column would be empty")
+                          f"trials ({'suite' if len(suites) == 1 else 'suites'} "
+                          f"{', '.join(suites)}); its column would be empty")
 
 
 def _setting(cfg, key: str):

@@ -10,11 +10,13 @@ def test_bench_env_prints_both_backends_and_their_ratio(capsys):
     assert all(r > 0 for r in rates)
 
 
-def test_bench_env_lab_prints_both_pixel_paths_and_their_ratio(capsys):
+def test_bench_env_lab_prints_each_view_and_drawing_path_and_its_ratio(capsys):
     main(["--suite", "lab6", "--envs", "6", "--seconds", "0.2"])
     out = capsys.readouterr().out.splitlines()
-    assert out[0].startswith("[bench_env] minigrid pixels lab6 x 6:")
-    assert out[1].startswith("[bench_env] mira pixels     lab6 x 6:") and "x minigrid)" in out[1]
+    assert [line.split(" lab6 x 6:")[0] for line in out] == [
+        "[bench_env] minigrid view and drawing  ", "[bench_env] minigrid view, mira drawing",
+        "[bench_env] mira view and drawing      "]
+    assert out[0].endswith("(1.00x minigrid)") and all("x minigrid)" in line for line in out)
     assert all(float(line.split(":")[1].split()[0]) > 0 for line in out)
 
 
