@@ -18,6 +18,9 @@ A compare file (``configs/compare_*.yaml``)::
     deterministic: false              # run.deterministic for every trial (replayable runs)
     csv: {path: study.csv, columns: {seed: seed, task: task, score: score}}
                                       # a table of the scores (scripts/results_csv.py)
+    keep: study_trials/               # each finished trial's record (scores, curves; no
+                                      # checkpoint), restored where a run directory lost it
+                                      # (scripts/records.py)
     threshold: 18                     # the report's time to a score: each trial's frames and
                                       # training time to its first last-100 training return
                                       # (raw) at or above it
@@ -69,6 +72,7 @@ from pathlib import Path
 
 from learners.config import ConfigError, ExperimentConfig, from_dict, load_config, read_yaml
 from scripts import plan as plan_mod
+from scripts import records
 from scripts.pbt import PBTSpec
 from scripts.plan import PlanSpec
 from scripts.results_csv import CsvSpec, check_columns
@@ -117,6 +121,9 @@ class CompareSpec:
     plan: PlanSpec = field(default_factory=PlanSpec)  # primary pairs, stop rule: scripts/plan.py
     deterministic: bool = False  # run.deterministic for every trial: replayable, slower
     csv: CsvSpec = field(default_factory=CsvSpec)  # a table of the scores: scripts/results_csv.py
+    # a directory (relative to the working directory) keeping each finished trial's record,
+    # restored into a run directory that lost it: scripts/records.py
+    keep: str = ""
     # a last-100 training return (raw) the curves are read against: the report gives each
     # trial's frames and training time to its first crossing (trials still run their budget)
     threshold: float | None = None
@@ -337,6 +344,11 @@ def run_compare(path: str, dry_run: bool = False, max_concurrent: int | None = N
     if max_concurrent is not None and max_concurrent < 1:
         raise ConfigError(f"--max-concurrent must be at least 1, got {max_concurrent}")
     spec, trials, out_dir = load_spec(path, out)
+    if spec.keep and not dry_run:
+        for line in (records.from_table(trials, spec.csv, spec.keep, spec.evaluate.episodes)
+                     + records.restore(trials, spec.keep)):
+            if not quiet:
+                say(line)
     status = {t.slug: trial_state(t.dir, t.cfg.run.total_frames) for t in trials}
     if dry_run or not quiet:
         say(f"compare {spec.name or Path(path).stem}: {len({t.variant for t in trials})} "

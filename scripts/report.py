@@ -31,7 +31,7 @@ import numpy as np
 from envs import statistics as st
 from learners.logbook import duration
 from scripts import plan as plan_mod
-from scripts import results_csv
+from scripts import records, results_csv
 
 # What a compare file's ``threshold:`` is read on: the last-100 mean training return (raw, in
 # the game's own points), whether or not the report's curves show normalised scores.
@@ -46,7 +46,7 @@ def param_count(run_dir: Path) -> int | None:
 
     ckpt = RunDir(run_dir).latest_checkpoint()
     if ckpt is None:
-        return None
+        return (records.record(run_dir) or {}).get("params")  # restored from its kept record
     agent = RunDir.load_checkpoint(ckpt)["learner"]["agent"]
     return int(sum(v.numel() for v in agent.values() if hasattr(v, "numel")))
 
@@ -56,6 +56,8 @@ def learning_curve(run_dir: Path,
     """(frames, value) of ``tag`` from the run's event files, sorted, last value per frame count."""
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
+    if (kept := records.curve(run_dir, tag)) is not None:  # restored from its kept record
+        return np.array(kept[0], dtype=float), np.array(kept[1], dtype=float)
     acc = EventAccumulator(str(run_dir), size_guidance={"scalars": 0})
     acc.Reload()
     if tag not in acc.Tags().get("scalars", []):
@@ -135,6 +137,8 @@ def collect(out: Path, spec, trials, failed: dict, target_frames: int,
         rows.append({
             "trial": t.slug, "variant": t.variant, "settings": t.settings, "seed": t.seed,
             "dir": str(t.dir), "frames": summary["frames"], "wall_time_s": summary["wall_time_s"],
+            "restored": (None if (kept := records.record(t.dir)) is None
+                         else "table" if kept.get("table") else "record"),
             "params": param_count(t.dir), "train_return_mean100": summary["episode_return_mean"],
             "train_tasks": summary.get("episode_return_mean_per_task") or {},
             "eval": None if ev is None else {"score": ev["score"], "tasks": ev["tasks"],
@@ -168,7 +172,7 @@ def collect(out: Path, spec, trials, failed: dict, target_frames: int,
         v = {"label": label or name, "settings": settings, "seeds": [r["seed"] for r in scored],
              "tasks": tasks, "scores_per_seed": matrix,
              "frames_mean": float(np.mean([r["frames"] for r in mine])),
-             "wall_time_s_mean": float(np.mean([r["wall_time_s"] for r in mine])),
+             "wall_time_s_mean": _mean([r["wall_time_s"] for r in mine]),
              "params": mine[0]["params"], "aggregates": {},
              "matched": next((t.matched for t in trials if t.variant == name), None),
              "per_task": [_interval(st.stratified_bootstrap_ci(np.array(matrix)[:, [i]], st.mean,
@@ -207,6 +211,16 @@ def collect(out: Path, spec, trials, failed: dict, target_frames: int,
         "plan": plan_state, "primary": plan_mod.primary_intervals(spec.plan, scores, spec.seeds),
         "compare": dataclasses.asdict(spec),
     }
+
+
+def _mean(values: list) -> float | None:
+    """The mean of the values that are known (a record rebuilt from a table has no times)."""
+    known = [v for v in values if v is not None]
+    return float(np.mean(known)) if known else None
+
+
+def _duration(seconds: float | None) -> str:
+    return "n/a" if seconds is None else duration(seconds)
 
 
 def _fmt(x, digits: int = 3) -> str:
@@ -254,6 +268,14 @@ def markdown(res: dict) -> str:
         lines += [f"**Partial report** (`mira compare --report`): {len(res['unfinished'])} "
                   "trial(s) not finished and evaluated yet are left out: "
                   + ", ".join(res["unfinished"]) + ".", ""]
+    if restored := [r["trial"] for r in res["trials"] if r.get("restored") == "record"]:
+        lines += [f"{len(restored)} trial(s) restored from their kept records (scores, curves and "
+                  "times as they were; no checkpoint to resume or re-evaluate): "
+                  + ", ".join(restored) + ".", ""]
+    if rebuilt := [r["trial"] for r in res["trials"] if r.get("restored") == "table"]:
+        lines += [f"{len(rebuilt)} trial(s) rebuilt from the compare's table: their frames and "
+                  "final scores only (no curves, training times or checkpoints; their run "
+                  "directories were lost): " + ", ".join(rebuilt) + ".", ""]
     if res["pbt"]:
         lines += ["PBT was on: seeds of one variant exchanged weights, so they are not independent "
                   "runs and the CIs understate the uncertainty.", ""]
@@ -268,7 +290,7 @@ def markdown(res: dict) -> str:
         ci = ("n/a (one seed)" if len(v["seeds"]) == 1
               else f"[{_fmt(a['ci95'][0])}, {_fmt(a['ci95'][1])}]" if a else "n/a")
         lines.append(f"| {v['label']} | {_fmt(a and a['value'])} | {ci} | {len(v['seeds'])} | "
-                     f"{v['frames_mean']:,.0f} | {duration(v['wall_time_s_mean'])} | "
+                     f"{v['frames_mean']:,.0f} | {_duration(v['wall_time_s_mean'])} | "
                      f"{v['params'] or 0:,} |")
     lines += [f"- {v['label']}: match_params set {m['width']} = {m['value']} "
               f"({m['params']:,} parameters; reference {m['reference']}: "
@@ -310,7 +332,7 @@ def markdown(res: dict) -> str:
     for r in res["trials"]:
         score = (np.mean([e[res["score_key"]] for e in r["eval"]["tasks"].values()])
                  if r["eval"] and r["eval"].get("tasks") else None)
-        lines.append(f"| {r['trial']} | {r['frames']:,} | {duration(r['wall_time_s'])} | "
+        lines.append(f"| {r['trial']} | {r['frames']:,} | {_duration(r['wall_time_s'])} | "
                      f"{_fmt(r['train_return_mean100'])} | {_fmt(score)} |")
     for slug, error in res["failed"].items():
         lines.append(f"| {slug} | failed: {error} | | | |")
@@ -327,7 +349,7 @@ def plot(out: Path, res: dict, curves: dict, curve_label: str) -> None:
     Args:
         out: the compare output directory.
         res: ``collect``'s results.
-        curves: variant -> one ``learning_curve`` (frames, value) per seed.
+        curves: variant -> one ``learning_curve`` (frames, value) per seed that has one.
         curve_label: the learning curves' y-axis label.
     """
     import matplotlib
@@ -349,7 +371,11 @@ def plot(out: Path, res: dict, curves: dict, curve_label: str) -> None:
     ax.set(xlabel="environment frames", ylabel=curve_label,
            title=f"{res['name']}: learning curves (mean over seeds, 95% bootstrap CI)")
     ax.grid(alpha=0.3)
-    ax.legend(loc="best", fontsize=9)
+    if curves:
+        ax.legend(loc="best", fontsize=9)
+    else:
+        ax.text(0.5, 0.5, "no curves: every trial was rebuilt from the compare's table",
+                ha="center", va="center", transform=ax.transAxes)
     fig.tight_layout()
     fig.savefig(out / "learning_curves.png", dpi=120)
     plt.close(fig)
@@ -428,7 +454,10 @@ def write_report(out: Path, spec, trials, failed: dict, target_frames: int,
     (out / "report.md").write_text(markdown(res))
     results_csv.write(out, spec.csv, res, trials)
     curves: dict = {}
-    for t in trials:
-        curves.setdefault(t.variant, []).append(learning_curve(t.dir, tag))
+    for t in trials:  # a trial rebuilt from a table has no curve
+        if len((curve := learning_curve(t.dir, tag))[0]):
+            curves.setdefault(t.variant, []).append(curve)
     plot(out, res, curves, ylabel)
+    if spec.keep:
+        records.keep(trials, spec.keep)
     return res

@@ -112,7 +112,8 @@ def rows(res: dict, trials, columns: dict) -> list[dict]:
         crossing = crossings.get(r["trial"], {})
         wall = crossing.get("wall_time_s")
         trial = {"variant": r["variant"], "trial": r["trial"], "seed": r["seed"],
-                 "frames": r["frames"], "wall_time_s": round(r["wall_time_s"], 1),
+                 "frames": r["frames"], "wall_time_s": (None if r["wall_time_s"] is None
+                                                        else round(r["wall_time_s"], 1)),
                  "train_return": r["train_return_mean100"],
                  "frames_to_threshold": crossing.get("frames"),
                  "minutes_to_threshold": None if wall is None else round(wall / 60, 2)}

@@ -78,21 +78,29 @@ def stop_requested(run_dir: Path, every_s: float = 1.0):
 def trial_state(run_dir: Path, target_frames: int) -> str:
     """``done`` (finished to target), ``resume`` (has a checkpoint) or ``new``."""
     from learners.run_dir import RunDir
+    from scripts.records import record
 
     summary, ckpt = read_json(run_dir / "summary.json"), RunDir(run_dir).latest_checkpoint()
-    if (ckpt is not None and summary and not summary.get("interrupted")
-            and summary.get("frames", 0) >= target_frames):
-        return "done"
+    if ((ckpt is not None or record(run_dir) is not None) and summary
+            and not summary.get("interrupted") and summary.get("frames", 0) >= target_frames):
+        return "done"  # trained here, or restored from its kept record (scripts/records.py)
     return "resume" if ckpt is not None else "new"
 
 
 def eval_is_current(run_dir: Path, episodes: int) -> bool:
-    """True if ``eval.json`` evaluates the latest checkpoint with ``episodes`` episodes per task."""
+    """True if ``eval.json`` evaluates the latest checkpoint with ``episodes`` episodes per task.
+
+    For a trial restored from its kept record: the checkpoint the record was evaluated from.
+    """
     from learners.run_dir import RunDir
+    from scripts.records import record
 
     result, ckpt = read_json(run_dir / "eval.json"), RunDir(run_dir).latest_checkpoint()
-    return bool(result and ckpt and result.get("checkpoint") == str(ckpt)
-                and all(t["episodes"] == episodes for t in result["tasks"].values()))
+    kept = record(run_dir) if ckpt is None else None
+    of_last = (result.get("checkpoint") == str(ckpt) if ckpt is not None
+               else kept is not None and Path(result.get("checkpoint", "")).name
+               == kept["checkpoint"]) if result else False
+    return bool(of_last and all(t["episodes"] == episodes for t in result["tasks"].values()))
 
 
 def run_trial(job: dict) -> dict:

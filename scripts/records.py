@@ -1,0 +1,177 @@
+"""A compare's ``keep:`` directory: each finished trial's record, where a lost run cannot take it.
+
+A study's trials run for hours, and their run directories (checkpoints of megabytes each)
+live under the ignored ``runs/``; a machine handed back takes them with it. With::
+
+    keep: envs/data/study_heads_lab6_trials   # relative to the working directory
+
+every report the compare writes (``--report`` included) copies, for each trial it holds,
+what the report and the plan read into ``<keep>/<trial>/``: ``summary.json``,
+``eval.json``, ``config.yaml``, ``meta.json`` and ``record.json`` (the agent's parameter
+count, the checkpoint it was evaluated from, and the learning curves the report draws as
+frames and values per TensorBoard tag): a few kilobytes, meant to be committed with the
+study. A later run of the same compare whose trial directory lacks a ``summary.json`` (a new
+clone, a machine handed back) copies the record back: the trial counts as finished and
+evaluated at the frames it reached, with no checkpoint. A record short of the trial's
+``run.total_frames`` is not restored (there is no checkpoint to extend); that trial trains
+from the start and mira says so.
+
+A trial that has neither but has rows in the compare's table (``csv:``, one row per trial
+and task, with columns for its ``variant`` or ``trial``, ``seed``, ``frames``, ``task`` and
+``score``) gets a record rebuilt from those rows first: its frames and final per-task scores
+(and its last-100 training return where the table has it), with no curves, training time or
+checkpoint. The report lists such trials apart from the rest.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+from scripts.trials import read_json
+
+KEPT_FILES = ("summary.json", "eval.json", "config.yaml", "meta.json")
+RECORD = "record.json"
+TABLE = "none (rebuilt from the compare's table)"  # a rebuilt record's checkpoint
+# the curves a report can draw or read a threshold from (scripts/report.py: curve_tag,
+# time_to_threshold)
+CURVE_TAGS = ("episode_return_mean100", "normalized_score_mean",
+              "normalized_score_capped_mean", "wall_time_s")
+
+
+def record(run_dir: Path) -> dict | None:
+    """``record.json`` of a trial restored from its kept record (None for a trial run here)."""
+    return read_json(Path(run_dir) / RECORD)
+
+
+def keep(trials, keep_dir: str) -> int:
+    """Copy each finished trial's record into ``keep_dir``; returns how many were written.
+
+    ``trials`` are compare ``Trial``s the report holds (finished, evaluated where the compare
+    evaluates). A trial restored from a record has nothing new to keep.
+    """
+    from learners.run_dir import RunDir
+    from scripts.report import learning_curve, param_count
+
+    written = 0
+    for t in trials:
+        ckpt = RunDir(t.dir).latest_checkpoint()
+        if ckpt is None or not (t.dir / "summary.json").is_file():
+            continue
+        dest = Path(keep_dir) / t.slug
+        dest.mkdir(parents=True, exist_ok=True)
+        for name in KEPT_FILES:
+            if (t.dir / name).is_file():
+                shutil.copyfile(t.dir / name, dest / name)
+            else:
+                (dest / name).unlink(missing_ok=True)
+        curves = {}
+        for tag in CURVE_TAGS:
+            frames, values = learning_curve(t.dir, tag)
+            if len(frames):
+                curves[tag] = {"frames": [int(f) for f in frames],
+                               "values": [round(float(v), 6) for v in values]}
+        (dest / RECORD).write_text(json.dumps(
+            {"params": param_count(t.dir), "checkpoint": ckpt.name, "curves": curves}))
+        written += 1
+    return written
+
+
+def restore(trials, keep_dir: str) -> list[str]:
+    """Copy kept records back into trial directories that lack a ``summary.json``.
+
+    Returns one line per trial restored or left to train from the start (its record falls
+    short of its ``run.total_frames``).
+    """
+    from learners.run_dir import RunDir
+
+    lines = []
+    for t in trials:
+        src = Path(keep_dir) / t.slug
+        summary = read_json(src / "summary.json")
+        if (summary is None or (t.dir / "summary.json").is_file()
+                or RunDir(t.dir).latest_checkpoint() is not None):
+            continue
+        frames, target = summary.get("frames", 0), t.cfg.run.total_frames
+        if summary.get("interrupted") or frames < target:
+            lines.append(f"{t.slug}: its kept record stops at {frames:,} frames, short of "
+                         f"{target:,}, and has no checkpoint to extend: it trains from the start")
+            continue
+        t.dir.mkdir(parents=True, exist_ok=True)
+        for name in (*KEPT_FILES, RECORD):
+            if (src / name).is_file():
+                shutil.copyfile(src / name, t.dir / name)
+        lines.append(f"{t.slug}: restored from its kept record ({frames:,} frames; no "
+                     "checkpoint)")
+    return lines
+
+
+def curve(run_dir: Path, tag: str):
+    """(frames, values) lists of ``tag`` from a restored trial's record, or None."""
+    kept = record(run_dir)
+    if kept is None or tag not in kept.get("curves", {}):
+        return None
+    c = kept["curves"][tag]
+    return c["frames"], c["values"]
+
+
+def from_table(trials, table, keep_dir: str, episodes: int) -> list[str]:
+    """Rebuild the records of trials that only the compare's table still holds.
+
+    ``table`` is the compare's ``CsvSpec``; ``episodes`` its final evaluation's episodes per
+    task (0: the table's task scores are last-100 training returns). A trial gets a record
+    when it has no kept record, no ``summary.json`` in its run directory, and rows in the table
+    at ``run.total_frames`` or more. Returns one line per record written.
+    """
+    import csv
+
+    from envs import scores
+    from envs.suites import build_suite
+    from scripts.param_match import param_count
+
+    by_source = {source: name for name, source in table.columns.items()}
+    trial_key = next((k for k in ("trial", "variant") if k in by_source), None)
+    score_key = next((k for k in ("score", "normalized_score") if k in by_source), None)
+    if (not table.path or not Path(table.path).is_file() or trial_key is None
+            or score_key is None or not {"seed", "frames", "task"} <= set(by_source)):
+        return []
+    with open(table.path, newline="") as f:
+        rows = list(csv.DictReader(f))
+    lines = []
+    for t in trials:
+        dest = Path(keep_dir) / t.slug
+        if ((dest / "summary.json").is_file() or (t.dir / "summary.json").is_file()):
+            continue
+        name = t.slug if trial_key == "trial" else t.variant
+        mine = [r for r in rows if r[by_source[trial_key]] == name
+                and r[by_source["seed"]] == str(t.seed) and r[by_source[score_key]] != ""]
+        frames = {int(r[by_source["frames"]]) for r in mine}
+        if len(frames) != 1 or min(frames) < t.cfg.run.total_frames:
+            continue
+        (frames,) = frames
+        tasks = {r[by_source["task"]]: float(r[by_source[score_key]]) for r in mine}
+        train = ({float(r[by_source["train_return"]]) for r in mine}
+                 if "train_return" in by_source else set())
+        suite = build_suite(t.cfg.env).score_suite
+        normalised = (score_key == "normalized_score" or suite != "none"
+                      and scores.has_reference_scores(suite))
+        summary = {"frames": frames, "interrupted": False, "wall_time_s": None,
+                   "episode_return_mean": train.pop() if len(train) == 1 else None,
+                   "episode_return_mean_per_task": {} if episodes else tasks}
+        dest.mkdir(parents=True, exist_ok=True)
+        (dest / "summary.json").write_text(json.dumps(summary, indent=2))
+        if episodes:
+            (dest / "eval.json").write_text(json.dumps({
+                "score": scores.score_name(suite) if normalised else "raw return",
+                "checkpoint": TABLE, "aggregates": {},
+                "tasks": {task: {"normalized_score": v if normalised else None,
+                                 "return_mean": None if normalised else v,
+                                 "episodes": episodes} for task, v in tasks.items()}},
+                indent=2))
+        (dest / RECORD).write_text(json.dumps(
+            {"params": param_count(t.cfg), "checkpoint": TABLE, "curves": {},
+             "table": str(table.path)}))
+        lines.append(f"{t.slug}: record rebuilt from {table.path} ({frames:,} frames, final "
+                     "scores only)")
+    return lines
