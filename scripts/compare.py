@@ -346,7 +346,7 @@ def run_compare(path: str, dry_run: bool = False, max_concurrent: int | None = N
     spec, trials, out_dir = load_spec(path, out)
     if spec.keep and not dry_run:
         for line in (records.from_table(trials, spec.csv, spec.keep, spec.evaluate.episodes)
-                     + records.restore(trials, spec.keep)):
+                     + records.restore(trials, spec.keep, out_dir)):
             if not quiet:
                 say(line)
     status = {t.slug: trial_state(t.dir, t.cfg.run.total_frames) for t in trials}

@@ -9,11 +9,12 @@ every report the compare writes (``--report`` included) copies, for each trial i
 what the report and the plan read into ``<keep>/<trial>/``: ``summary.json``,
 ``eval.json``, ``config.yaml``, ``meta.json`` and ``record.json`` (the agent's parameter
 count, the checkpoint it was evaluated from, and the learning curves the report draws as
-frames and values per TensorBoard tag): a few kilobytes, meant to be committed with the
-study. A later run of the same compare whose trial directory lacks a ``summary.json`` (a new
-clone, a machine handed back) copies the record back: the trial counts as finished and
-evaluated at the frames it reached, with no checkpoint. A record short of the trial's
-``run.total_frames`` is not restored (there is no checkpoint to extend); that trial trains
+frames and values per TensorBoard tag), and the compare's ``plan.json`` into ``<keep>/``:
+a few kilobytes per trial, meant to be committed with the study. A later run of the same
+compare whose trial directory lacks a ``summary.json`` (a new clone, a machine handed back)
+copies the record back: the trial counts as finished and evaluated at the frames it
+reached, with no checkpoint. A record short of the trial's ``run.total_frames`` is not
+restored (there is no checkpoint to extend); that trial trains
 from the start and mira says so.
 
 A trial that has neither but has rows in the compare's table (``csv:``, one row per trial
@@ -45,15 +46,19 @@ def record(run_dir: Path) -> dict | None:
     return read_json(Path(run_dir) / RECORD)
 
 
-def keep(trials, keep_dir: str) -> int:
-    """Copy each finished trial's record into ``keep_dir``; returns how many were written.
+def keep(trials, keep_dir: str, out: Path) -> int:
+    """Copy each finished trial's record, and the compare's ``plan.json``, into ``keep_dir``.
 
     ``trials`` are compare ``Trial``s the report holds (finished, evaluated where the compare
-    evaluates). A trial restored from a record has nothing new to keep.
+    evaluates); ``out`` the compare's output directory. A trial restored from a record has
+    nothing new to keep. Returns how many trial records were written.
     """
     from learners.run_dir import RunDir
     from scripts.report import learning_curve, param_count
 
+    Path(keep_dir).mkdir(parents=True, exist_ok=True)
+    if (out / "plan.json").is_file():  # the plan as declared, its changes and its looks
+        shutil.copyfile(out / "plan.json", Path(keep_dir) / "plan.json")
     written = 0
     for t in trials:
         ckpt = RunDir(t.dir).latest_checkpoint()
@@ -78,15 +83,20 @@ def keep(trials, keep_dir: str) -> int:
     return written
 
 
-def restore(trials, keep_dir: str) -> list[str]:
+def restore(trials, keep_dir: str, out: Path) -> list[str]:
     """Copy kept records back into trial directories that lack a ``summary.json``.
 
-    Returns one line per trial restored or left to train from the start (its record falls
-    short of its ``run.total_frames``).
+    The kept ``plan.json`` goes back into ``out`` if it has none, so the plan's declaration
+    date, changes and looks carry on. Returns one line per trial restored or left to train
+    from the start (its record falls short of its ``run.total_frames``).
     """
     from learners.run_dir import RunDir
 
     lines = []
+    if (Path(keep_dir) / "plan.json").is_file() and not (out / "plan.json").is_file():
+        out.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(Path(keep_dir) / "plan.json", out / "plan.json")
+        lines.append(f"plan.json restored from {keep_dir}")
     for t in trials:
         src = Path(keep_dir) / t.slug
         summary = read_json(src / "summary.json")

@@ -29,6 +29,8 @@ def test_a_lost_run_directory_is_restored_from_its_kept_record(tmp_path, capsys)
     before = run_compare(str(path), quiet=True, report_only=True)["results"]
     rows, curves = _table(table), {t.slug: learning_curve(t.dir) for t in trials}
     params = {t.slug: param_count(t.dir) for t in trials}
+    plan = json.loads((out / "plan.json").read_text())
+    assert json.loads((keep / "plan.json").read_text()) == plan
     for t in trials:  # the report kept each trial's record: a few small files, no checkpoint
         kept = sorted(p.name for p in (keep / t.slug).iterdir())
         assert kept == ["config.yaml", "eval.json", "meta.json", "record.json", "summary.json"]
@@ -40,6 +42,10 @@ def test_a_lost_run_directory_is_restored_from_its_kept_record(tmp_path, capsys)
     after = run_compare(str(path), report_only=True)["results"]
     err = capsys.readouterr().err
     assert err.count("restored from its kept record") == 4 and "no checkpoint" in err
+    assert "plan.json restored" in err  # the plan's declaration and its looks carry on
+    restored_plan = json.loads((out / "plan.json").read_text())
+    assert restored_plan["first_seen"] == plan["first_seen"]
+    assert len(restored_plan["reports"]) == len(plan["reports"]) + 1  # this report's look
     for t in trials:
         assert trial_state(t.dir, t.cfg.run.total_frames) == "done"
         assert eval_is_current(t.dir, spec.evaluate.episodes)
