@@ -83,12 +83,14 @@ def keep(trials, keep_dir: str, out: Path) -> int:
     return written
 
 
-def restore(trials, keep_dir: str, out: Path) -> list[str]:
+def restore(trials, keep_dir: str, out: Path, episodes: int) -> list[str]:
     """Copy kept records back into trial directories that lack a ``summary.json``.
 
     The kept ``plan.json`` goes back into ``out`` if it has none, so the plan's declaration
-    date, changes and looks carry on. Returns one line per trial restored or left to train
-    from the start (its record falls short of its ``run.total_frames``).
+    date, changes and looks carry on. ``episodes`` is the compare's evaluation episodes per
+    task. Returns one line per trial restored or left to train from the start (its record
+    falls short of its ``run.total_frames`` or was evaluated with other episodes: there is
+    no checkpoint to extend or evaluate again).
     """
     from learners.run_dir import RunDir
 
@@ -108,6 +110,13 @@ def restore(trials, keep_dir: str, out: Path) -> list[str]:
             lines.append(f"{t.slug}: its kept record stops at {frames:,} frames, short of "
                          f"{target:,}, and has no checkpoint to extend: it trains from the start")
             continue
+        evaluation = read_json(src / "eval.json")
+        had = sorted({task["episodes"] for task in (evaluation or {}).get("tasks", {}).values()})
+        if episodes and had != [episodes]:
+            lines.append(f"{t.slug}: its kept record was evaluated with {had or 'no'} episode(s) "
+                         f"per task, not {episodes}, and has no checkpoint to evaluate again: "
+                         "it trains from the start")
+            continue
         t.dir.mkdir(parents=True, exist_ok=True)
         for name in (*KEPT_FILES, RECORD):
             if (src / name).is_file():
@@ -115,6 +124,12 @@ def restore(trials, keep_dir: str, out: Path) -> list[str]:
         lines.append(f"{t.slug}: restored from its kept record ({frames:,} frames; no "
                      "checkpoint)")
     return lines
+
+
+def waiting(trials, keep_dir: str) -> int:
+    """How many of ``trials`` have a kept record and no ``summary.json`` of their own."""
+    return sum((Path(keep_dir) / t.slug / "summary.json").is_file()
+               and not (t.dir / "summary.json").is_file() for t in trials)
 
 
 def curve(run_dir: Path, tag: str):
@@ -126,13 +141,22 @@ def curve(run_dir: Path, tag: str):
     return c["frames"], c["values"]
 
 
-def from_table(trials, table, keep_dir: str, episodes: int) -> list[str]:
+def _number(text: str):
+    """A table cell as a float, or None where it is empty."""
+    return None if text in ("", None) else float(text)
+
+
+def from_table(trials, table, keep_dir: str, episodes: int, plan_score: str) -> list[str]:
     """Rebuild the records of trials that only the compare's table still holds.
 
     ``table`` is the compare's ``CsvSpec``; ``episodes`` its final evaluation's episodes per
-    task (0: the table's task scores are last-100 training returns). A trial gets a record
-    when it has no kept record, no ``summary.json`` in its run directory, and rows in the table
-    at ``run.total_frames`` or more. Returns one line per record written.
+    task (0: the table's task scores are last-100 training returns); ``plan_score`` its plan's
+    score (``train`` needs a ``train_return`` column). A trial gets a record when it has no
+    kept record, no ``summary.json`` in its run directory, and rows in the table at its
+    ``run.total_frames`` or more. The table's other columns (``wall_time_s``,
+    ``train_return``, ``return``, ``normalized_score``, the threshold crossing) go into the
+    record where it has them, so the table written from the record holds them again. Returns
+    one line per record written or trial the table cannot rebuild.
     """
     import csv
 
@@ -140,48 +164,70 @@ def from_table(trials, table, keep_dir: str, episodes: int) -> list[str]:
     from envs.suites import build_suite
     from scripts.param_match import param_count
 
-    by_source = {source: name for name, source in table.columns.items()}
-    trial_key = next((k for k in ("trial", "variant") if k in by_source), None)
-    score_key = next((k for k in ("score", "normalized_score") if k in by_source), None)
-    if (not table.path or not Path(table.path).is_file() or trial_key is None
-            or score_key is None or not {"seed", "frames", "task"} <= set(by_source)):
+    missing = [t for t in trials if not (Path(keep_dir) / t.slug / "summary.json").is_file()
+               and not (t.dir / "summary.json").is_file()]
+    if not missing or not table.path or not Path(table.path).is_file():
         return []
+    col = {source: name for name, source in table.columns.items()}
+    trial_key = next((k for k in ("trial", "variant") if k in col), None)
+    score_key = next((k for k in ("normalized_score", "score", "return") if k in col), None)
+    lacking = [k for k, present in (("variant or trial", trial_key), ("seed", "seed" in col),
+                                    ("frames", "frames" in col), ("task", "task" in col),
+                                    ("score", score_key)) if not present]
+    if lacking:
+        return [f"{len(missing)} trial(s) have neither a run directory nor a kept record, and "
+                f"{table.path} cannot rebuild them: it has no {', '.join(lacking)} column"]
+    # The table's `score` is normalised only where every trial's suite has reference scores
+    # (scripts/report.py: collect); `normalized_score` and `return` say what they hold.
+    suites = {t.slug: build_suite(t.cfg.env).score_suite for t in trials}
+    normalised = score_key == "normalized_score" or score_key == "score" and all(
+        suite != "none" and scores.has_reference_scores(suite) for suite in suites.values())
     with open(table.path, newline="") as f:
         rows = list(csv.DictReader(f))
     lines = []
-    for t in trials:
-        dest = Path(keep_dir) / t.slug
-        if ((dest / "summary.json").is_file() or (t.dir / "summary.json").is_file()):
-            continue
+    for t in missing:
         name = t.slug if trial_key == "trial" else t.variant
-        mine = [r for r in rows if r[by_source[trial_key]] == name
-                and r[by_source["seed"]] == str(t.seed) and r[by_source[score_key]] != ""]
-        frames = {int(r[by_source["frames"]]) for r in mine}
+        mine = [r for r in rows if r[col[trial_key]] == name and r[col["seed"]] == str(t.seed)
+                and r[col[score_key]] != ""]
+        if not mine:
+            continue
+        frames = {int(r[col["frames"]]) for r in mine}
         if len(frames) != 1 or min(frames) < t.cfg.run.total_frames:
+            lines.append(f"{t.slug}: its rows in {table.path} are at {sorted(frames)} frames, "
+                         f"not one count of at least {t.cfg.run.total_frames:,}: not rebuilt")
             continue
         (frames,) = frames
-        tasks = {r[by_source["task"]]: float(r[by_source[score_key]]) for r in mine}
-        train = ({float(r[by_source["train_return"]]) for r in mine}
-                 if "train_return" in by_source else set())
-        suite = build_suite(t.cfg.env).score_suite
-        normalised = (score_key == "normalized_score" or suite != "none"
-                      and scores.has_reference_scores(suite))
-        summary = {"frames": frames, "interrupted": False, "wall_time_s": None,
-                   "episode_return_mean": train.pop() if len(train) == 1 else None,
+        first = mine[0]  # a trial's columns repeat on each of its task rows
+        cell = {source: _number(first[col[source]]) if source in col else None
+                for source in ("wall_time_s", "train_return", "frames_to_threshold",
+                               "minutes_to_threshold")}
+        tasks = {r[col["task"]]: float(r[col[score_key]]) for r in mine}
+        raw = ({r[col["task"]]: _number(r[col["return"]]) for r in mine} if "return" in col
+               else {})
+        summary = {"frames": frames, "interrupted": False, "wall_time_s": cell["wall_time_s"],
+                   "episode_return_mean": cell["train_return"],
                    "episode_return_mean_per_task": {} if episodes else tasks}
+        crossing = cell["frames_to_threshold"]
+        minutes = cell["minutes_to_threshold"]
+        dest = Path(keep_dir) / t.slug
         dest.mkdir(parents=True, exist_ok=True)
         (dest / "summary.json").write_text(json.dumps(summary, indent=2))
         if episodes:
             (dest / "eval.json").write_text(json.dumps({
-                "score": scores.score_name(suite) if normalised else "raw return",
+                "score": scores.score_name(suites[t.slug]) if normalised else "raw return",
                 "checkpoint": TABLE, "aggregates": {},
                 "tasks": {task: {"normalized_score": v if normalised else None,
-                                 "return_mean": None if normalised else v,
+                                 "return_mean": raw.get(task) if normalised else v,
                                  "episodes": episodes} for task, v in tasks.items()}},
                 indent=2))
         (dest / RECORD).write_text(json.dumps(
             {"params": param_count(t.cfg), "checkpoint": TABLE, "curves": {},
-             "table": str(table.path)}))
+             "table": str(table.path),
+             "threshold": {"frames": None if crossing is None else int(crossing),
+                           "wall_time_s": None if minutes is None else minutes * 60}
+             if "frames_to_threshold" in col else None}))
+        unscored = plan_score == "train" and summary["episode_return_mean"] is None
         lines.append(f"{t.slug}: record rebuilt from {table.path} ({frames:,} frames, final "
-                     "scores only)")
+                     "scores only" + ("; no train_return column, so the plan has no score "
+                                      "for it" if unscored else "") + ")")
     return lines

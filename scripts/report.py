@@ -75,6 +75,8 @@ def time_to_threshold(run_dir: Path, tag: str, value: float) -> dict:
     the run's ``wall_time_s`` logged at that point (training time, resumes included). Both are
     None when the curve never reaches it; the run is never stopped there.
     """
+    if ((kept := records.record(run_dir)) or {}).get("threshold"):  # rebuilt from a table
+        return kept["threshold"]
     frames, y = learning_curve(run_dir, tag)
     hit = np.flatnonzero(y >= value)
     if not len(hit):
@@ -173,6 +175,7 @@ def collect(out: Path, spec, trials, failed: dict, target_frames: int,
              "tasks": tasks, "scores_per_seed": matrix,
              "frames_mean": float(np.mean([r["frames"] for r in mine])),
              "wall_time_s_mean": _mean([r["wall_time_s"] for r in mine]),
+             "timed": sum(r["wall_time_s"] is not None for r in mine), "trials": len(mine),
              "params": mine[0]["params"], "aggregates": {},
              "matched": next((t.matched for t in trials if t.variant == name), None),
              "per_task": [_interval(st.stratified_bootstrap_ci(np.array(matrix)[:, [i]], st.mean,
@@ -221,6 +224,11 @@ def _mean(values: list) -> float | None:
 
 def _duration(seconds: float | None) -> str:
     return "n/a" if seconds is None else duration(seconds)
+
+
+def _timed(v: dict) -> str:
+    """" (2 of 3 timed)" where some of a variant's trials have no training time (rebuilt)."""
+    return "" if v["timed"] in (0, v["trials"]) else f" ({v['timed']} of {v['trials']} timed)"
 
 
 def _fmt(x, digits: int = 3) -> str:
@@ -290,7 +298,7 @@ def markdown(res: dict) -> str:
         ci = ("n/a (one seed)" if len(v["seeds"]) == 1
               else f"[{_fmt(a['ci95'][0])}, {_fmt(a['ci95'][1])}]" if a else "n/a")
         lines.append(f"| {v['label']} | {_fmt(a and a['value'])} | {ci} | {len(v['seeds'])} | "
-                     f"{v['frames_mean']:,.0f} | {_duration(v['wall_time_s_mean'])} | "
+                     f"{v['frames_mean']:,.0f} | {_duration(v['wall_time_s_mean'])}{_timed(v)} | "
                      f"{v['params'] or 0:,} |")
     lines += [f"- {v['label']}: match_params set {m['width']} = {m['value']} "
               f"({m['params']:,} parameters; reference {m['reference']}: "

@@ -115,6 +115,7 @@ def run_trial(job: dict) -> dict:
     from learners.run_dir import RunDir
     from learners.trainer import Trainer
     from scripts.evaluate import evaluate_checkpoint
+    from scripts.records import RECORD
 
     torch.set_num_threads(job["threads"])
     cfg = load_config(job["base"], job["overrides"])
@@ -122,6 +123,9 @@ def run_trial(job: dict) -> dict:
     run_dir.mkdir(parents=True, exist_ok=True)
     state = trial_state(run_dir, cfg.run.total_frames)
     (run_dir / STOP_FILE).unlink(missing_ok=True)  # left by the interrupt this run resumes from
+    if state == "new":  # a restored record this trial outgrew (scripts/records.py) goes
+        for name in (RECORD, "summary.json", "eval.json"):
+            (run_dir / name).unlink(missing_ok=True)
     with (open(run_dir / "train.log", "a") as log, contextlib.redirect_stdout(log),
           contextlib.redirect_stderr(log)):
         if state != "done":

@@ -7,10 +7,11 @@ import shutil
 import pytest
 import yaml
 
+from learners.config import ConfigError
 from scripts.compare import load_spec, run_compare
 from scripts.report import learning_curve, param_count
 from scripts.trials import eval_is_current, make_job, needs_work, run_trial, trial_state
-from tests.test_compare import write_compare
+from tests.test_compare import ROOT, write_compare
 
 
 def _table(path):
@@ -64,24 +65,55 @@ def test_a_lost_run_directory_is_restored_from_its_kept_record(tmp_path, capsys)
     run_compare(str(path), quiet=True, report_only=True)
     assert stamp == {t.slug: (keep / t.slug / "record.json").stat().st_mtime_ns for t in trials}
 
-    # More frames than a record holds: nothing to extend, so the trial trains from the start.
+    # Another evaluation than the record's: no checkpoint to evaluate, so it trains again.
     shutil.rmtree(out)
     data = yaml.safe_load(path.read_text())
-    data["overrides"]["run.total_frames"] *= 2
+    data["evaluate"]["episodes"] = 3
     path.write_text(yaml.safe_dump(data))
     capsys.readouterr()
+    assert set(run_compare(str(path), dry_run=True)["trials"].values()) == {"new"}
+    assert "4 trial(s) have kept records" in capsys.readouterr().err
+    assert set(run_compare(str(path), report_only=True)["trials"].values()) == {"new"}
+    assert capsys.readouterr().err.count("no checkpoint to evaluate again") == 4
+
+    # More frames than a record holds: nothing to extend, so the trial trains from the start,
+    # and what it leaves is its own, not the record's.
+    data["evaluate"]["episodes"] = 2
+    data["overrides"]["run.total_frames"] *= 2
+    path.write_text(yaml.safe_dump(data))
     status = run_compare(str(path), report_only=True)["trials"]
     assert set(status.values()) == {"new"}
-    err = capsys.readouterr().err
-    assert err.count("has no checkpoint to extend: it trains from the start") == 4
+    assert capsys.readouterr().err.count("has no checkpoint to extend: it trains") == 4
+    spec, trials, out = load_spec(path)
+    t = trials[0]
+    t.dir.mkdir(parents=True)
+    for name in ("summary.json", "eval.json", "record.json"):  # as a record restored earlier
+        shutil.copyfile(keep / t.slug / name, t.dir / name)
+    run_trial(make_job(t, spec, t.cfg.run.total_frames, [], True))
+    assert not (t.dir / "record.json").exists() and trial_state(t.dir, 800) == "done"
+    assert learning_curve(t.dir)[0][-1] > curves[t.slug][0][-1]  # its own, longer curve
+
+
+def test_keep_refuses_a_file_and_a_pbt_population(tmp_path, capsys):
+    (tmp_path / "kept").write_text("")
+    for changes, words in (({"keep": str(tmp_path / "kept")}, "keep: "),
+                           ({"keep": str(tmp_path / "k"), "pbt": {"enabled": True}},
+                            "keep: a PBT population")):
+        path = write_compare(tmp_path, **changes)
+        with pytest.raises(ConfigError, match=words):
+            load_spec(path)
 
 
 def test_trials_only_the_table_holds_are_rebuilt_from_it(tmp_path, capsys):
     keep, table = tmp_path / "kept", tmp_path / "study.csv"
-    path = write_compare(tmp_path, keep=str(keep), csv={"path": str(table), "columns": {
-        "variant": "variant", "seed": "seed", "frames": "frames", "task": "task",
-        "score": "score"}}, plan={"pairs": [["hidden-size-32", "hidden-size-16"]],
-                                  "score": "eval", "bounds": [0.0, 1.0]})
+    path = write_compare(tmp_path, keep=str(keep), threshold=-1.0, csv={
+        "path": str(table), "columns": {
+            "variant": "variant", "seed": "seed", "frames": "frames", "task": "task",
+            "score": "score", "return": "return", "wall": "wall_time_s",
+            "train": "train_return", "to_frames": "frames_to_threshold",
+            "to_minutes": "minutes_to_threshold"}},
+        plan={"pairs": [["hidden-size-32", "hidden-size-16"]], "score": "eval",
+              "bounds": [0.0, 1.0]})
     spec, trials, out = load_spec(path)
     for t in trials:
         run_trial(make_job(t, spec, t.cfg.run.total_frames, [], True))
@@ -94,15 +126,47 @@ def test_trials_only_the_table_holds_are_rebuilt_from_it(tmp_path, capsys):
     after = run_compare(str(path), report_only=True)["results"]
     err = capsys.readouterr().err
     assert err.count("final scores only") == 4 and err.count("restored from its kept") == 4
-    assert _table(table) == rows  # the table written again from the rebuilt records
-    assert all(r["restored"] == "table" and r["wall_time_s"] is None for r in after["trials"])
+    assert _table(table) == rows  # every column of the table comes back, times included
+    assert all(r["restored"] == "table" for r in after["trials"])
     for name, v in after["variants"].items():  # the same final scores, seeds and intervals
         assert v["scores_per_seed"] == before["variants"][name]["scores_per_seed"]
         assert v["params"] == before["variants"][name]["params"]
-        assert v["wall_time_s_mean"] is None
+        assert v["wall_time_s_mean"] == pytest.approx(before["variants"][name]["wall_time_s_mean"],
+                                                      abs=0.1)
     assert after["primary"] == before["primary"]  # the plan scores the final evaluation
     report = (out / "report.md").read_text()
     assert "4 trial(s) rebuilt from the compare's table" in report
     for t in trials:
         assert trial_state(t.dir, t.cfg.run.total_frames) == "done"
         assert eval_is_current(t.dir, spec.evaluate.episodes)
+        assert learning_curve(t.dir)[0].size == 0  # no curve to draw
+
+
+def test_a_normalised_table_is_rebuilt_as_normalised_scores(tmp_path):
+    # The lab suites' tables hold reference-normalised scores: rebuilt as normalised, with the
+    # raw return where the table has a return column, and nothing trains.
+    from scripts import records
+
+    table = tmp_path / "lab.csv"
+    table.write_text("variant,seed,frames,task,score,return\n"
+                     "head-linear,0,2001408,CollectGoodObjects,92.5,8.5\n"
+                     "head-linear,0,2001408,ExploreGoalLocations,61.0,3.2\n")
+    path = tmp_path / "lab.yaml"
+    path.write_text(yaml.safe_dump({
+        "name": "lab", "base": str(ROOT / "configs" / "impala_lab6.yaml"),
+        "out": str(tmp_path / "out"), "variants": [{"agent.head": "linear"}], "seeds": [0, 1],
+        "overrides": {"run.total_frames": 2.0e+6}, "keep": str(tmp_path / "kept"),
+        "csv": {"path": str(table), "columns": {"variant": "variant", "seed": "seed",
+                                                "frames": "frames", "task": "task",
+                                                "score": "score", "return": "return"}}}))
+    spec, trials, out = load_spec(path)
+    lines = records.from_table(trials, spec.csv, spec.keep, 30, "eval")
+    assert len(lines) == 1 and "head-linear-seed0: record rebuilt" in lines[0]  # seed 1: no rows
+    evaluation = json.loads((tmp_path / "kept" / "head-linear-seed0" / "eval.json").read_text())
+    assert evaluation["score"] == "reference-normalised"
+    assert evaluation["tasks"]["CollectGoodObjects"] == {
+        "normalized_score": 92.5, "return_mean": 8.5, "episodes": 30}
+    # A table without a task column cannot rebuild anything, and says so.
+    spec.csv.columns.pop("task")
+    (line,) = records.from_table(trials, spec.csv, str(tmp_path / "other"), 30, "eval")
+    assert "cannot rebuild them: it has no task column" in line
