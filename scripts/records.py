@@ -30,10 +30,9 @@ import json
 import shutil
 from pathlib import Path
 
-from scripts.trials import read_json
+from scripts.trials import RECORD, read_json
 
 KEPT_FILES = ("summary.json", "eval.json", "config.yaml", "meta.json")
-RECORD = "record.json"
 TABLE = "none (rebuilt from the compare's table)"  # a rebuilt record's checkpoint
 # the curves a report can draw or read a threshold from (scripts/report.py: curve_tag,
 # time_to_threshold)
@@ -46,15 +45,16 @@ def record(run_dir: Path) -> dict | None:
     return read_json(Path(run_dir) / RECORD)
 
 
-def keep(trials, keep_dir: str, out: Path) -> int:
+def keep(trials, keep_dir: str, out: Path, learning_curve, param_count) -> int:
     """Copy each finished trial's record, and the compare's ``plan.json``, into ``keep_dir``.
 
     ``trials`` are compare ``Trial``s the report holds (finished, evaluated where the compare
-    evaluates); ``out`` the compare's output directory. A trial restored from a record has
-    nothing new to keep. Returns how many trial records were written.
+    evaluates); ``out`` the compare's output directory; ``learning_curve(run_dir, tag)`` and
+    ``param_count(run_dir)`` read a run as the report does (``scripts/report.py``, which
+    calls this). A trial restored from a record has nothing new to keep. Returns how many
+    trial records were written.
     """
     from learners.run_dir import RunDir
-    from scripts.report import learning_curve, param_count
 
     Path(keep_dir).mkdir(parents=True, exist_ok=True)
     if (out / "plan.json").is_file():  # the plan as declared, its changes and its looks

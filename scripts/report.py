@@ -467,5 +467,5 @@ def write_report(out: Path, spec, trials, failed: dict, target_frames: int,
             curves.setdefault(t.variant, []).append(curve)
     plot(out, res, curves, ylabel)
     if spec.keep:
-        records.keep(trials, spec.keep, out)
+        records.keep(trials, spec.keep, out, learning_curve, param_count)
     return res

@@ -46,6 +46,7 @@ def read_json(path: Path) -> dict | None:
 
 
 STOP_FILE = "STOP"  # a trial's run dir holds it while the compare asks the trial to stop
+RECORD = "record.json"  # a trial restored from its kept record holds it (scripts/records.py)
 
 
 def request_stop(run_dir: Path) -> None:
@@ -78,10 +79,8 @@ def stop_requested(run_dir: Path, every_s: float = 1.0):
 def trial_state(run_dir: Path, target_frames: int) -> str:
     """``done`` (finished to target), ``resume`` (has a checkpoint) or ``new``."""
     from learners.run_dir import RunDir
-    from scripts.records import record
-
     summary, ckpt = read_json(run_dir / "summary.json"), RunDir(run_dir).latest_checkpoint()
-    if ((ckpt is not None or record(run_dir) is not None) and summary
+    if ((ckpt is not None or (run_dir / RECORD).is_file()) and summary
             and not summary.get("interrupted") and summary.get("frames", 0) >= target_frames):
         return "done"  # trained here, or restored from its kept record (scripts/records.py)
     return "resume" if ckpt is not None else "new"
@@ -93,10 +92,8 @@ def eval_is_current(run_dir: Path, episodes: int) -> bool:
     For a trial restored from its kept record: the checkpoint the record was evaluated from.
     """
     from learners.run_dir import RunDir
-    from scripts.records import record
-
     result, ckpt = read_json(run_dir / "eval.json"), RunDir(run_dir).latest_checkpoint()
-    kept = record(run_dir) if ckpt is None else None
+    kept = read_json(run_dir / RECORD) if ckpt is None else None
     of_last = (result.get("checkpoint") == str(ckpt) if ckpt is not None
                else kept is not None and Path(result.get("checkpoint", "")).name
                == kept["checkpoint"]) if result else False
@@ -115,7 +112,6 @@ def run_trial(job: dict) -> dict:
     from learners.run_dir import RunDir
     from learners.trainer import Trainer
     from scripts.evaluate import evaluate_checkpoint
-    from scripts.records import RECORD
 
     torch.set_num_threads(job["threads"])
     cfg = load_config(job["base"], job["overrides"])
