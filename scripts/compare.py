@@ -403,7 +403,8 @@ def run_compare(path: str, dry_run: bool = False, max_concurrent: int | None = N
                   if spec.plan.stop == "decided" else [jobs])
         results, failed = {}, {}
         for i, group in enumerate(groups):
-            ran, lost = run_jobs([j for j in group if needs_work(j)])
+            todo = [j for j in group if needs_work(j)]
+            ran, lost = run_jobs(todo)
             results.update(ran)
             failed.update(lost)
             if spec.plan.stop != "decided":
@@ -416,7 +417,9 @@ def run_compare(path: str, dry_run: bool = False, max_concurrent: int | None = N
                     say(f"decided after {i + 1} seed(s): every primary interval excludes no "
                         "difference; the other seeds do not run")
                 break
-            if i + 1 < len(groups):  # the rule's look after each seed, with its report
+            # the rule's look after each seed, with its report; a seed that had nothing to run
+            # (finished before this run) brings no new data, so no new look
+            if i + 1 < len(groups) and todo:
                 if not quiet:
                     for line in plan_mod.interval_lines(intervals):
                         say(line)

@@ -209,6 +209,10 @@ def test_decided_rule_looks_after_each_seed_with_a_report(tmp_path, ray_local, c
     assert "report.md: 2 of 4 trial(s) finished and evaluated" in err[look:]
     assert set(result["trials"].values()) == {"trained"}  # one seed cannot decide a win rate
     assert "Partial report" not in (Path(result["out"]) / "report.md").read_text()
+    # Run again, everything finished: no new data, so no look after seed 0, only the final report.
+    looks = len(json.loads((Path(result["out"]) / "plan.json").read_text())["reports"])
+    assert set(run_compare(str(path), quiet=True)["trials"].values()) == {"skipped"}
+    assert len(json.loads((Path(result["out"]) / "plan.json").read_text())["reports"]) == looks + 1
     # A trial that failed before a look is in that look's report with its error, not among
     # the unfinished ones.
     from scripts.compare import _partial_report
