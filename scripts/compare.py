@@ -255,15 +255,10 @@ def load_spec(path: str | Path, out: str | None = None) -> tuple[CompareSpec, li
     # this order, so a long compare stopped part-way has every variant at the same seeds.
     trials.sort(key=lambda t: spec.seeds.index(t.seed))
     check_columns(spec.csv, [t.cfg for t in trials])
-    if spec.keep and Path(spec.keep).exists() and not Path(spec.keep).is_dir():
-        raise ConfigError(f"keep: {spec.keep!r} is a file; name a directory for the trials' "
-                          "records")
+    records.check(spec)
     if spec.pbt.enabled:
         from scripts.pbt import check
 
-        if spec.keep:
-            raise ConfigError("keep: a PBT population's members exchange checkpoints, which a "
-                              "kept record does not have; drop keep or pbt")
         check(spec, trials)
     plan_mod.check(spec.plan, list(dict.fromkeys(t.variant for t in trials)), spec.seeds,
                    frames_of(trials), spec.evaluate.episodes)
@@ -350,15 +345,9 @@ def run_compare(path: str, dry_run: bool = False, max_concurrent: int | None = N
     if max_concurrent is not None and max_concurrent < 1:
         raise ConfigError(f"--max-concurrent must be at least 1, got {max_concurrent}")
     spec, trials, out_dir = load_spec(path, out)
-    if spec.keep and not dry_run:
-        for line in (records.from_table(trials, spec.csv, spec.keep, spec.evaluate.episodes,
-                                        spec.plan.score)
-                     + records.restore(trials, spec.keep, out_dir, spec.evaluate.episodes)):
-            if not quiet:
-                say(line)
-    elif spec.keep and (n := records.waiting(trials, spec.keep)):
-        say(f"{n} trial(s) have kept records in {spec.keep}: the compare restores them when it "
-            "runs (listed as new here)")
+    for line in records.bring_back(spec, trials, out_dir, dry_run):
+        if dry_run or not quiet:
+            say(line)
     status = {t.slug: trial_state(t.dir, t.cfg.run.total_frames) for t in trials}
     if dry_run or not quiet:
         say(f"compare {spec.name or Path(path).stem}: {len({t.variant for t in trials})} "

@@ -40,6 +40,35 @@ CURVE_TAGS = ("episode_return_mean100", "normalized_score_mean",
               "normalized_score_capped_mean", "wall_time_s")
 
 
+def check(spec) -> None:
+    """A ConfigError for a compare file (``spec``) whose ``keep:`` cannot work."""
+    from learners.config import ConfigError
+
+    if spec.keep and Path(spec.keep).exists() and not Path(spec.keep).is_dir():
+        raise ConfigError(f"keep: {spec.keep!r} is a file; name a directory for the trials' "
+                          "records")
+    if spec.keep and spec.pbt.enabled:
+        raise ConfigError("keep: a PBT population's members exchange checkpoints, which a "
+                          "kept record does not have; drop keep or pbt")
+
+
+def bring_back(spec, trials, out: Path, dry_run: bool) -> list[str]:
+    """Before a compare (``spec``) runs: rebuild from its table, then restore, what is kept.
+
+    With ``dry_run`` nothing is written: one line counts the records a run would restore.
+    Returns the lines to show.
+    """
+    if not spec.keep:
+        return []
+    if dry_run:
+        n = sum((Path(spec.keep) / t.slug / "summary.json").is_file()
+                and not (t.dir / "summary.json").is_file() for t in trials)
+        return [f"{n} trial(s) have kept records in {spec.keep}: the compare restores them when "
+                "it runs (listed as new here)"] if n else []
+    return (from_table(trials, spec.csv, spec.keep, spec.evaluate.episodes, spec.plan.score)
+            + restore(trials, spec.keep, out, spec.evaluate.episodes))
+
+
 def record(run_dir: Path) -> dict | None:
     """``record.json`` of a trial restored from its kept record (None for a trial run here)."""
     return read_json(Path(run_dir) / RECORD)
@@ -124,12 +153,6 @@ def restore(trials, keep_dir: str, out: Path, episodes: int) -> list[str]:
         lines.append(f"{t.slug}: restored from its kept record ({frames:,} frames; no "
                      "checkpoint)")
     return lines
-
-
-def waiting(trials, keep_dir: str) -> int:
-    """How many of ``trials`` have a kept record and no ``summary.json`` of their own."""
-    return sum((Path(keep_dir) / t.slug / "summary.json").is_file()
-               and not (t.dir / "summary.json").is_file() for t in trials)
 
 
 def curve(run_dir: Path, tag: str):

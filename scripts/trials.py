@@ -93,11 +93,14 @@ def eval_is_current(run_dir: Path, episodes: int) -> bool:
     """
     from learners.run_dir import RunDir
     result, ckpt = read_json(run_dir / "eval.json"), RunDir(run_dir).latest_checkpoint()
-    kept = read_json(run_dir / RECORD) if ckpt is None else None
-    of_last = (result.get("checkpoint") == str(ckpt) if ckpt is not None
-               else kept is not None and Path(result.get("checkpoint", "")).name
-               == kept["checkpoint"]) if result else False
-    return bool(of_last and all(t["episodes"] == episodes for t in result["tasks"].values()))
+    if not result:
+        return False
+    if ckpt is not None:
+        of_last = result.get("checkpoint") == str(ckpt)
+    else:
+        kept = read_json(run_dir / RECORD)
+        of_last = kept is not None and Path(result.get("checkpoint", "")).name == kept["checkpoint"]
+    return of_last and all(t["episodes"] == episodes for t in result["tasks"].values())
 
 
 def run_trial(job: dict) -> dict:
