@@ -74,7 +74,8 @@ def assert_same_update(before: dict, a: tuple[dict, dict], b: tuple[dict, dict])
     Tolerances: every parameter within 1e-4 relative (1e-6 absolute near zero); every tensor's
     change ``after - before`` within 1e-3 of its norm (the sharper check: a change is ~1e-3 of
     a weight, so a wrong gradient hides in the first but not here); the smooth metrics within
-    1e-4 relative; RIMs' activation frequencies (which units each step chose) equal.
+    1e-4 relative; RIMs' activation frequencies (which units each step chose) equal up to
+    float32 rounding.
     """
     (wa, ma), (wb, mb) = a, b
     for k, v in before.items():
@@ -86,8 +87,11 @@ def assert_same_update(before: dict, a: tuple[dict, dict], b: tuple[dict, dict])
         assert float((da - db).norm()) <= 1e-3 * float(db.norm()) + 1e-7, k
     for k in SMOOTH_METRICS:
         assert ma[k] == pytest.approx(mb[k], rel=1e-4, abs=1e-6), k
+    # A frequency is a count of choices over the batch's steps, averaged in float32 in each
+    # device's own order: one differing choice moves it by 1/steps, far more than the 1e-6
+    # that the two devices' rounding can.
     freq = sorted(k for k in mb if k.startswith("activation_frequency/"))
-    assert [ma[k] for k in freq] == [mb[k] for k in freq]
+    assert [ma[k] for k in freq] == pytest.approx([mb[k] for k in freq], rel=0, abs=1e-6)
 
 
 @cuda
