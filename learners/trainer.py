@@ -326,7 +326,7 @@ class Trainer:
         """
         algorithm = LEARNERS.get(self.cfg.learner.name)
         queue = UnrollQueue(algorithm.unrolls_per_update(self.cfg),
-                            lock_step=self.cfg.learner.lock_step)
+                            lock_step=self.cfg.learner.lock_step, runners=len(self.fleet.runners))
         inflight = {}  # info ref -> (runner index, trajectory ref)
 
         def send(index: int) -> None:

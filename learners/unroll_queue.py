@@ -17,19 +17,25 @@ class UnrollQueue:
     out again: the one driver loop serves both kinds of learner through it.
 
     - IMPALA (``lock_step=False``): a runner goes straight back out with the newest weights
-      it lacks. Backpressure: one whose unroll arrives while ``max_batches`` batches already
-      wait is parked, and released when an update takes a batch, so a slow learner bounds the
-      queue (and the object store's load and the policy lag) at ``max_batches`` batches plus
-      one unroll in flight per runner instead of letting it grow for as long as the run lasts.
+      it lacks. Backpressure: one whose unroll arrives while the queue is full is parked, and
+      released when an update takes a batch, so a slow learner bounds the queue (and the
+      object store's load and the policy lag) instead of letting it grow for as long as the
+      run lasts. Full is ``max_batches`` batches or one waiting unroll per runner, whichever
+      is more: with the one each runner has in flight, about two unrolls per runner, as in
+      TorchBeast, whose actors share ``2 x actors`` unroll buffers. A bound of two batches
+      alone, with many runners and small batches, parks runners in convoys: all parked
+      runners go out at the same take, come back together, and are parked again, while the
+      learner waits between the bursts (``tests/test_training.py`` simulates it).
     - Lock-step (PPO, ``lock_step=True``): every returning runner is parked; a batch is one
       unroll from each runner, and the runners are released only when its update is done, so
       every unroll of the next batch is acted with the one new weights version (policy lag 0).
       A runner whose unroll was lost goes out again at once (same weights) to fill the round.
     """
 
-    def __init__(self, per_update: int, max_batches: int = 2, lock_step: bool = False):
+    def __init__(self, per_update: int, max_batches: int = 2, lock_step: bool = False,
+                 runners: int = 0):
         self.per_update, self.lock_step = per_update, lock_step
-        self.limit = per_update if lock_step else max_batches * per_update
+        self.limit = per_update if lock_step else max(max_batches * per_update, runners)
         self.unrolls: collections.deque = collections.deque()
         self.parked: list[int] = []
 
