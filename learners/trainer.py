@@ -59,6 +59,13 @@ class StopFlag:
             signal.signal(signal.SIGINT, self._previous)
 
 
+
+def make_queue(cfg, runners: int) -> UnrollQueue:
+    """The unroll queue of a run of ``cfg`` with ``runners`` runners (its policy: UnrollQueue)."""
+    return UnrollQueue(LEARNERS.get(cfg.learner.name).unrolls_per_update(cfg),
+                       lock_step=cfg.learner.lock_step, runners=runners)
+
+
 class Trainer:
     """One run's driver over the fleet and the learner (resumed from a checkpoint if given)."""
 
@@ -324,9 +331,7 @@ class Trainer:
         and one is ready, and the queue's policy (IMPALA's or lock-step) says when each runner
         goes out again.
         """
-        algorithm = LEARNERS.get(self.cfg.learner.name)
-        queue = UnrollQueue(algorithm.unrolls_per_update(self.cfg),
-                            lock_step=self.cfg.learner.lock_step, runners=len(self.fleet.runners))
+        queue = make_queue(self.cfg, len(self.fleet.runners))
         inflight = {}  # info ref -> (runner index, trajectory ref)
 
         def send(index: int) -> None:

@@ -22,10 +22,11 @@ class UnrollQueue:
       object store's load and the policy lag) instead of letting it grow for as long as the
       run lasts. Full is ``max_batches`` batches or one waiting unroll per runner, whichever
       is more: with the one each runner has in flight, about two unrolls per runner, as in
-      TorchBeast, whose actors share ``2 x actors`` unroll buffers. A bound of two batches
-      alone, with many runners and small batches, parks runners in convoys: all parked
-      runners go out at the same take, come back together, and are parked again, while the
-      learner waits between the bursts (``tests/test_training.py`` simulates it).
+      TorchBeast, whose actors share ``max(2 x actors, batch_size)`` unroll buffers. A
+      bound of two batches alone, with many runners and small batches, parks runners in
+      convoys: all parked runners go out at the same take, come back together, and are
+      parked again, while the learner waits between the bursts (``tests/test_training.py``
+      simulates it).
     - Lock-step (PPO, ``lock_step=True``): every returning runner is parked; a batch is one
       unroll from each runner, and the runners are released only when its update is done, so
       every unroll of the next batch is acted with the one new weights version (policy lag 0).

@@ -255,7 +255,7 @@ def _queue_timeline(queue, runners: int, rollout_s: float, update_s: float,
     def send(i: int, now: float) -> None:
         nonlocal runner_busy
         took = rollout_s * rng.uniform(0.8, 1.2)
-        runner_busy += took
+        runner_busy += min(took, seconds - now)
         heapq.heappush(events, (now + took, i))
 
     for i in range(runners):
@@ -268,7 +268,7 @@ def _queue_timeline(queue, runners: int, rollout_s: float, update_s: float,
             send(i, now)
         if learner_free and queue.ready():
             _, released = queue.take()
-            learner_free, learner_busy = False, learner_busy + update_s
+            learner_free, learner_busy = False, learner_busy + min(update_s, seconds - now)
             heapq.heappush(events, (now + update_s, -1))
             for j in released:
                 send(j, now)
@@ -281,9 +281,11 @@ def test_unroll_queue_with_many_runners_keeps_the_learner_fed():
     The paper preset there: a rollout about 0.6 s under full load, an update 38 ms, so the
     runners (25 unrolls/s) can just feed the learner (26 updates/s). Parked until a queue of
     two batches (2 unrolls) drains, runners went out and came back in convoys and the learner
-    idled between them (76% busy here; measured 11,627 steps/s). With room for one waiting
-    unroll per runner both sides stay busy.
+    idled between them (74% busy here; measured 11,627 steps/s). With room for one waiting
+    unroll per runner both sides stay busy. The trainer gives its queue the run's runners.
     """
+    from learners.config import load_config
+    from learners.trainer import make_queue
     from learners.unroll_queue import UnrollQueue
 
     learner, runners = _queue_timeline(UnrollQueue(per_update=1, runners=15), 15, 0.6, 0.038)
@@ -292,8 +294,11 @@ def test_unroll_queue_with_many_runners_keeps_the_learner_fed():
     learner, runners = _queue_timeline(two_batches, 15, 0.6, 0.038)
     assert learner < 0.8 and runners < 0.85
     # Few runners, as on 2 cores: the bound is the two batches it always was.
-    assert UnrollQueue(per_update=2, runners=2).limit == 4
+    assert UnrollQueue(per_update=2, runners=4).limit == 4
+    assert UnrollQueue(per_update=2, runners=5).limit == 5
     assert UnrollQueue(per_update=1, lock_step=True, runners=15).limit == 1
+    paper = load_config("configs/impala_atari_paper.yaml")  # one unroll a batch
+    assert make_queue(paper, 15).limit == 15 and make_queue(paper, 1).limit == 2
 
 
 def _nonfinite_loss_after(monkeypatch, updates: int, how: str = "loss"):
