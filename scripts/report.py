@@ -256,6 +256,27 @@ def threshold_markdown(res: dict) -> list[str]:
     return lines
 
 
+def per_task_markdown(variants: list[dict]) -> list[str]:
+    """The per-task table: one row per variant, one column per task any variant has.
+
+    Variants may play different tasks (a game per variant): a cell a variant has no score
+    for is a dash. No table for more than 30 tasks.
+    """
+    tasks = list(dict.fromkeys(t for v in variants if v["per_task"] for t in v["tasks"]))
+    if not 1 <= len(tasks) <= 30:
+        return []
+    lines = ["", "## Per task (mean over seeds, 95% bootstrap CI over seeds)", "",
+             "| variant | " + " | ".join(tasks) + " |", "| --- |" + " ---: |" * len(tasks)]
+    for v in variants:
+        if not v["per_task"]:
+            continue
+        cells = dict(zip(v["tasks"], v["per_task"]))
+        lines.append(f"| {v['label']} | " + " | ".join(
+            f"{_fmt(c['value'], 2)} [{_fmt(c['ci95'][0], 2)}, {_fmt(c['ci95'][1], 2)}]"
+            if (c := cells.get(t)) else "—" for t in tasks) + " |")
+    return lines
+
+
 def markdown(res: dict) -> str:
     """The text of ``report.md`` for ``collect``'s results.
 
@@ -304,15 +325,7 @@ def markdown(res: dict) -> str:
               f"({m['params']:,} parameters; reference {m['reference']}: "
               f"{m['reference_params']:,}, {m['params'] / m['reference_params'] - 1:+.1%})"
               for v in variants.values() if (m := v.get("matched"))]
-    tasks = next((v["tasks"] for v in variants.values() if v["tasks"]), [])
-    if 1 <= len(tasks) <= 30:
-        lines += ["", "## Per task (mean over seeds, 95% bootstrap CI over seeds)", "",
-                  "| variant | " + " | ".join(tasks) + " |", "| --- |" + " ---: |" * len(tasks)]
-        for v in variants.values():
-            if v["tasks"] == tasks and v["per_task"]:
-                lines.append(f"| {v['label']} | " + " | ".join(
-                    f"{_fmt(c['value'], 2)} [{_fmt(c['ci95'][0], 2)}, {_fmt(c['ci95'][1], 2)}]"
-                    for c in v["per_task"]) + " |")
+    lines += per_task_markdown(list(variants.values()))
     poi = res["probability_of_improvement"]
     if len(poi["variants"]) > 1:
         labels = [variants[n]["label"] for n in poi["variants"]]

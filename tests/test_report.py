@@ -1,0 +1,22 @@
+"""The compare report's markdown tables (scripts/report.py)."""
+
+from scripts.report import per_task_markdown
+
+
+def _variant(label: str, tasks: list[str], values: list[float]) -> dict:
+    return {"label": label, "tasks": tasks,
+            "per_task": [{"value": x, "ci95": [x - 1, x + 1]} for x in values]}
+
+
+def test_per_task_table_has_every_variants_tasks():
+    """Variants on different games (one game per variant) each keep their row and column."""
+    lines = per_task_markdown([_variant("core=lstm, game=Asterix", ["Asterix"], [1737.0]),
+                               _variant("core=lstm, game=Kangaroo", ["Kangaroo"], [7438.0]),
+                               {"label": "not scored yet", "tasks": [], "per_task": []}])
+    assert lines[3] == "| variant | Asterix | Kangaroo |"
+    assert lines[5:] == ["| core=lstm, game=Asterix | 1737.00 [1736.00, 1738.00] | — |",
+                         "| core=lstm, game=Kangaroo | — | 7438.00 [7437.00, 7439.00] |"]
+    same = per_task_markdown([_variant("a", ["x", "y"], [1.0, 2.0]),
+                              _variant("b", ["x", "y"], [3.0, 4.0])])
+    assert same[3] == "| variant | x | y |" and len(same) == 7
+    assert per_task_markdown([_variant("a", [f"t{i}" for i in range(31)], [0.0] * 31)]) == []
