@@ -387,7 +387,8 @@ def plot(out: Path, res: dict, curves: dict, curve_label: str) -> None:
     for i, (name, cs) in enumerate(curves.items()):
         mean, low, high = band(cs, grid)
         c = colors[i % len(colors)]
-        ax.plot(grid, mean, color=c, label=f"{variants[name]['label']} ({len(cs)} seeds)")
+        seeds = f"{len(cs)} seed" + ("s" if len(cs) != 1 else "")
+        ax.plot(grid, mean, color=c, label=f"{variants[name]['label']} ({seeds})")
         ax.fill_between(grid, low, high, color=c, alpha=0.2, linewidth=0)
     ax.set(xlabel="environment frames", ylabel=curve_label,
            title=f"{res['name']}: learning curves (mean over seeds, 95% bootstrap CI)")
