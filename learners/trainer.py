@@ -59,7 +59,6 @@ class StopFlag:
             signal.signal(signal.SIGINT, self._previous)
 
 
-
 def make_queue(cfg, runners: int) -> UnrollQueue:
     """The unroll queue of a run of ``cfg`` with ``runners`` runners (its policy: UnrollQueue)."""
     return UnrollQueue(LEARNERS.get(cfg.learner.name).unrolls_per_update(cfg),
