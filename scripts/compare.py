@@ -86,6 +86,7 @@ from scripts.trials import (
     read_json,
     say,
     schedule_notes,
+    trained_frames,
     trial_state,
 )
 
@@ -295,6 +296,19 @@ def _match_params(combos: list, common: list[str], near: Path, spec: CompareSpec
 # ---------------------------------------------------------------- the driver
 
 
+def progress_line(trials: list[Trial], status: dict, behind: dict, may_stop: bool) -> str:
+    """How far the compare is: trials by state, and frames trained of all its trials' frames.
+
+    ``may_stop``: the plan's rule can end it before the last seed, so "all" is an upper bound.
+    """
+    total = sum(t.cfg.run.total_frames for t in trials)
+    count = {s: sum(v == s for v in status.values()) for s in ("done", "resume", "new")}
+    return (f"progress: {count['done']} of {len(trials)} trial(s) done, {count['resume']} to "
+            f"resume, {count['new']} new; {sum(behind.values()):,} of {total:,} frames trained "
+            f"({sum(behind.values()) / total:.0%})"
+            + ("; the stopping rule may end it sooner" if may_stop else ""))
+
+
 def primary_now(spec: CompareSpec, trials: list[Trial]) -> list[dict]:
     """The primary pairs' intervals from the trials' files as they are now."""
     scores: dict = {}
@@ -352,9 +366,13 @@ def run_compare(path: str, dry_run: bool = False, max_concurrent: int | None = N
     if dry_run or not quiet:
         say(f"compare {spec.name or Path(path).stem}: {len({t.variant for t in trials})} "
             f"variant(s) x {len(spec.seeds)} seed(s) -> {out_dir}")
+        behind = {t.slug: trained_frames(t.dir, status[t.slug], t.cfg.run.total_frames)
+                  for t in trials}
         for t in trials:
+            at = f"  (at {behind[t.slug]:,})" if status[t.slug] == "resume" else ""
             say(f"  {t.slug:40s} {status[t.slug]:7s} {t.cfg.run.total_frames:>12,} frames  "
-                f"{Path(t.base).name}")
+                f"{Path(t.base).name}{at}")
+        say(progress_line(trials, status, behind, spec.plan.stop == "decided"))
         for line in schedule_notes(trials, status):
             say(line)
         for v, m in {t.variant: t.matched for t in trials if t.matched}.items():

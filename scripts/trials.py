@@ -86,6 +86,15 @@ def trial_state(run_dir: Path, target_frames: int) -> str:
     return "resume" if ckpt is not None else "new"
 
 
+def trained_frames(run_dir: Path, state: str, target_frames: int) -> int:
+    """Frames a trial has behind it: its target if ``done``, else its latest checkpoint's."""
+    from learners.run_dir import RunDir
+    if state == "done":
+        return target_frames
+    ckpt = RunDir(run_dir).latest_checkpoint()
+    return 0 if ckpt is None else min(RunDir.frames_of(ckpt), target_frames)
+
+
 def eval_is_current(run_dir: Path, episodes: int) -> bool:
     """True if ``eval.json`` evaluates the latest checkpoint with ``episodes`` episodes per task.
 

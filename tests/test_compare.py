@@ -165,6 +165,11 @@ def test_compare_runs_reports_and_resumes(tmp_path, ray_local, capsys):
     summary_path = out / "trials" / "hidden-size-16-seed1" / "summary.json"
     summary_path.write_text(json.dumps(dict(json.loads(summary_path.read_text()),
                                             interrupted=True)))
+    # The listing says how far the compare is.
+    capsys.readouterr()
+    run_compare(str(path), dry_run=True)
+    err = capsys.readouterr().err
+    assert "(at 400)" in err and "progress: 3 of 4 trial(s) done, 1 to resume, 0 new" in err
     # --report runs nothing: the report of the three finished trials, naming the fourth.
     partial = run_compare(str(path), quiet=True, report_only=True)
     assert partial["trials"]["hidden-size-16-seed1"] == "resume"
