@@ -112,3 +112,34 @@ def test_copying_refuses_a_checkpoint_of_other_settings_before_any_core_trains(t
                                                          "24", "--lr", "0.01", "--steps", "4",
                                                          "--out", str(tmp_path)])
     assert not (tmp_path / "rims-seed0.pt").exists()
+
+
+def test_copying_join_finds_the_first_step_every_lstm_seed_learnt(tmp_path, capsys):
+    """``--join``: one csv of every curve, and the declared result read off it."""
+    import csv
+
+    from scripts.papers import copying
+
+    def curve(core, seed, train_ce, test_ce):
+        with (tmp_path / f"{core}-seed{seed}.csv").open("w", newline="") as f:
+            w = csv.DictWriter(f, fieldnames=copying.CURVE_COLUMNS)
+            w.writeheader()
+            for i, (a, b) in enumerate(zip(train_ce, test_ce)):
+                w.writerow({"step": 500 * (i + 1), "seconds": i, "ce_train_length": a,
+                            "acc_train_length": 0, "ce_test_length": b, "acc_test_length": 0})
+
+    curve("lstm", 0, [2.0, 0.05, 0.01], [3.0, 2.0, 1.0])
+    curve("lstm", 1, [2.0, 0.5, 0.02], [3.0, 4.0, 3.0])  # learnt only at step 1,500
+    curve("rims", 0, [2.0, 1.0, 0.0], [2.0, 0.25, 0.5])
+    rows = copying.main(["--out", str(tmp_path), "--join", str(tmp_path / "joined" / "all.csv")])
+    assert len(rows) == 9
+    assert (rows[0]["core"], rows[0]["seed"], rows[0]["step"]) == ("lstm", 0, 500)
+    with (tmp_path / "joined" / "all.csv").open() as f:
+        assert len(list(csv.DictReader(f))) == 9
+    out = capsys.readouterr().out
+    assert "every lstm seed is under 0.1 at the train length: step 1,500**" in out
+    assert "| lstm | 0, 1 | 0.015 [0.010, 0.020] | 2.000 [1.000, 3.000] |" in out
+    assert "| rims | 0 | 0.000 [0.000, 0.000] | 0.500 [0.500, 0.500] |" in out
+
+    curve("lstm", 1, [2.0, 0.5, 0.2], [3.0, 4.0, 3.0])  # never under 0.1
+    assert "is not a generalisation result" in copying.learnt_at(copying.join_curves(tmp_path))

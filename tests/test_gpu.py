@@ -139,3 +139,33 @@ def test_cpu_mixed_precision_matches_float32(small_cfg, learner):
     torch.testing.assert_close(b.value, a.value, atol=0.05, rtol=0.05)
     metrics = half.update(runner.rollout(half.get_weights(), 0))
     assert metrics["grad_norm"] > 0 and all(v == v for v in metrics.values())
+
+
+COPYING = ["--batch-size", "4", "--hidden", "24", "--train-dormant", "3", "--test-dormant", "6",
+           "--eval-batch-size", "8", "--eval-every", "2"]
+
+
+@cuda
+def test_copying_trains_on_cuda_as_on_cpu(tmp_path):
+    """``--device cuda``: the same batches as on the CPU, so the same model up to rounding."""
+    from scripts.papers import copying
+
+    on = {d: copying.main(["--cores", "lstm", "--steps", "3", "--device", d] + COPYING)[0]
+          for d in ("cpu", "cuda")}
+    for key in ("ce_train_length", "ce_test_length"):
+        assert on["cuda"][key] == pytest.approx(on["cpu"][key], abs=1e-4)
+
+
+@cuda
+def test_copying_on_cuda_continues_the_same_run(tmp_path):
+    """A checkpoint written on CUDA continues there, RIMs' dropout generator included."""
+    from scripts.papers import copying
+
+    args = ["--cores", "rims", "--device", "cuda"] + COPYING
+    copying.main(args + ["--steps", "6", "--out", str(tmp_path / "a")])
+    copying.main(args + ["--steps", "3", "--out", str(tmp_path / "b")])
+    copying.main(args + ["--steps", "6", "--out", str(tmp_path / "b")])
+    a = torch.load(tmp_path / "a" / "rims-seed0.pt", map_location="cpu", weights_only=False)
+    b = torch.load(tmp_path / "b" / "rims-seed0.pt", map_location="cpu", weights_only=False)
+    assert a["step"] == b["step"] == 6
+    assert all(torch.allclose(a["model"][k], b["model"][k], atol=1e-6) for k in a["model"])

@@ -21,7 +21,9 @@ whether a core starts to learn the task at all, not the paper's numbers.
 ``--paper`` sets the paper's size: width 600 (RIMs 6 x 100, 4 active), embedding 600, and
 30,000 Adam steps of batch 64 = 150 epochs x 200 batches (the authors' ``train_copying.py``
 draws 200 batches per epoch; ``experiment_copying.sh`` sets the embedding to the width). It is
-GPU-sized: hours per core on 2 CPU cores.
+GPU-sized: hours per core on 2 CPU cores. ``--device cuda`` trains on a GPU; the sequences are
+still drawn on the CPU from the seed's generator, so a seed sees the same batches on either
+device (the weights then differ by float rounding, as between two CPUs).
 
 Both columns matter: the train-length CE must be near 0 (the task learnt) before the
 test-length CE says anything about length generalisation.
@@ -47,7 +49,8 @@ as an uninterrupted one, so it trains the same model. The finished row goes to
 ``DIR/<core>-seed<S>.json``.
 
     python -m scripts.papers.copying [--cores lstm rims mi_lstm alstm] [--steps 400] [--hidden 120]
-                              [--paper] [--out DIR [--eval-every 500]]
+                              [--paper] [--device cpu] [--out DIR [--eval-every 500]]
+    python -m scripts.papers.copying --out DIR --join CSV   # every curve in one csv, the result
 """
 
 from __future__ import annotations
@@ -121,12 +124,13 @@ def evaluate(model: CopyModel, dormant: int, sequences: int, batch: int,
              seed: int) -> tuple[float, float]:
     """Mean CE (nats) and accuracy on the last 10 steps over ``sequences`` fresh sequences."""
     model.eval()
-    g = torch.Generator().manual_seed(seed)
+    device = next(model.parameters()).device
+    g = torch.Generator().manual_seed(seed)  # sequences drawn on the CPU, the same on any device
     total_ce, total_acc, seen = 0.0, 0.0, 0
     while seen < sequences:
         n = min(batch, sequences - seen)
         x, target = copying_batch(n, dormant, g)
-        ce, acc = last10_metrics(model(x), target)
+        ce, acc = last10_metrics(model(x.to(device)), target.to(device))
         total_ce += ce.item() * n
         total_acc += acc * n
         seen += n
@@ -169,7 +173,7 @@ class RunFiles:
         """The checkpoint, if any, after checking it belongs to this command (one-line exits)."""
         if not self.ckpt.is_file():
             return None
-        state = torch.load(self.ckpt, weights_only=False)
+        state = torch.load(self.ckpt, map_location="cpu", weights_only=False)
         differ = {k: (state["settings"].get(k), v) for k, v in self.settings.items()
                   if state["settings"].get(k) != v}
         if differ:
@@ -192,7 +196,9 @@ class RunFiles:
         model.load_state_dict(state["model"])
         optimizer.load_state_dict(state["optimizer"])
         g.set_state(state["generator"])
-        torch.set_rng_state(state["torch_rng"])  # RIMs' dropout draws from it
+        torch.set_rng_state(state["torch_rng"])  # RIMs' dropout draws from it (on the CPU)
+        if state.get("cuda_rng") is not None and torch.cuda.is_available():
+            torch.cuda.set_rng_state(state["cuda_rng"])  # ... and from this one on CUDA
         if self.curve.is_file():
             with self.curve.open(newline="") as f:
                 rows = [r for r in csv.DictReader(f) if int(r["step"]) <= state["step"]]
@@ -207,6 +213,7 @@ class RunFiles:
         tmp = self.ckpt.with_suffix(".tmp")
         torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(),
                     "generator": g.get_state(), "torch_rng": torch.get_rng_state(),
+                    "cuda_rng": torch.cuda.get_rng_state() if torch.cuda.is_initialized() else None,
                     "step": step, "seconds": seconds, "settings": self.settings}, tmp)
         tmp.replace(self.ckpt)
 
@@ -255,7 +262,8 @@ def train_core(name: str, args: argparse.Namespace) -> dict:
     ``args.out``, continues from and keeps a checkpoint and an evaluated curve (``RunFiles``).
     """
     torch.manual_seed(args.seed)
-    model = CopyModel(name, args.hidden, args.embed, args.input_heads)
+    device = torch.device(args.device)
+    model = CopyModel(name, args.hidden, args.embed, args.input_heads).to(device)
     optimizer = torch.optim.Adam(model.parameters(), lr=args.lr)
     g = torch.Generator().manual_seed(args.seed)
     files = RunFiles(args.out, name, args) if args.out else None
@@ -277,7 +285,7 @@ def train_core(name: str, args: argparse.Namespace) -> dict:
                 if interrupt.count:
                     raise KeyboardInterrupt
                 x, target = copying_batch(args.batch_size, args.train_dormant, g)
-                loss, acc = last10_metrics(model(x), target)
+                loss, acc = last10_metrics(model(x.to(device)), target.to(device))
                 optimizer.zero_grad(set_to_none=True)
                 loss.backward()
                 nn.utils.clip_grad_norm_(model.parameters(), args.clip)
@@ -334,6 +342,65 @@ def format_table(rows: list[dict], args: argparse.Namespace) -> str:
     return "\n".join(lines)
 
 
+def join_curves(out: str | Path) -> list[dict]:
+    """Every ``<core>-seed<S>.csv`` curve under ``out`` as rows with ``core`` and ``seed`` first."""
+    rows = []
+    for path in sorted(Path(out).glob("*-seed*.csv")):
+        core, _, seed = path.stem.rpartition("-seed")
+        with path.open(newline="") as f:
+            rows += [{"core": core, "seed": int(seed), **{k: float(r[k]) for k in CURVE_COLUMNS}}
+                     for r in csv.DictReader(f)]
+    for r in rows:
+        r["step"] = int(r["step"])
+    return sorted(rows, key=lambda r: (r["core"], r["seed"], r["step"]))
+
+
+def learnt_at(rows: list[dict], reference: str = "lstm", below: float = 0.1) -> str:
+    """The copying study's result from joined curves, as markdown.
+
+    The first evaluated step at which every seed of ``reference`` has a train-length CE
+    under ``below``, and each core's test-length CE there (mean and range over its seeds);
+    then the same at the last step every run reached.
+    """
+    at = {(r["core"], r["seed"], r["step"]): r for r in rows}
+    cores = sorted({r["core"] for r in rows})
+    seeds = {c: sorted({r["seed"] for r in rows if r["core"] == c}) for c in cores}
+    steps = sorted({r["step"] for r in rows})
+    if reference not in cores:
+        return f"no {reference} curve under this directory"
+    last = max((s for s in steps if all((c, seed, s) in at for c in cores for seed in seeds[c])),
+               default=None)
+    learnt = next((s for s in steps if all(
+        (reference, seed, s) in at and at[reference, seed, s]["ce_train_length"] < below
+        for seed in seeds[reference])), None)
+
+    def table(step: int, what: str) -> list[str]:
+        out = [f"**{what}: step {step:,}**", "",
+               "| core | seeds | CE train length, mean [min, max] "
+               "| CE test length, mean [min, max] |",
+               "| --- | --- | ---: | ---: |"]
+        for c in cores:
+            got = [at[c, seed, step] for seed in seeds[c] if (c, seed, step) in at]
+            cells = []
+            for key in ("ce_train_length", "ce_test_length"):
+                v = [g[key] for g in got]
+                cells.append(f"{sum(v) / len(v):.3f} [{min(v):.3f}, {max(v):.3f}]" if v else "n/a")
+            out.append(f"| {c} | {', '.join(str(g['seed']) for g in got)} | {' | '.join(cells)} |")
+        return out + [""]
+
+    lines = []
+    if learnt is None:
+        lines += [f"The {reference} never had a train-length CE under {below} on every seed "
+                  f"({', '.join(map(str, seeds[reference]))}) at one evaluated step, so the "
+                  "test-length column is not a generalisation result.", ""]
+    else:
+        lines += table(learnt, f"first step where every {reference} seed is under {below} at "
+                              "the train length")
+    if last is not None:
+        lines += table(last, "last step every run reached")
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> list[dict]:
     """Train and evaluate every core in ``--cores``; print the table and return its rows."""
     parser = argparse.ArgumentParser(prog="python -m scripts.papers.copying",
@@ -360,6 +427,9 @@ def main(argv: list[str] | None = None) -> list[dict]:
                         help="test sequences per dormant length")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--threads", type=int, default=1, help="torch.set_num_threads")
+    parser.add_argument("--device", default="cpu", choices=["cpu", "cuda"],
+                        help="where the model trains; the sequences are drawn on the CPU, so a "
+                             "seed trains on the same batches on either")
     parser.add_argument("--out", default=None,
                         help="directory for each core's checkpoint, curve and row; the same "
                              "command continues from the checkpoint")
@@ -370,9 +440,31 @@ def main(argv: list[str] | None = None) -> list[dict]:
     parser.add_argument("--paper", action="store_true",
                         help="the paper's size: width 600, embedding 600, 30,000 steps "
                              "(150 epochs x 200 batches)")
+    parser.add_argument("--join", metavar="CSV", default=None,
+                        help="train nothing: join the curves under --out into CSV (columns "
+                             "core, seed, then the curve's) and print the study's result")
     args = parser.parse_args(argv)
+    if args.join:
+        if not args.out or not Path(args.out).is_dir():
+            raise SystemExit("copying: --join needs --out, the directory the runs wrote their "
+                             "curves to")
+        rows = join_curves(args.out)
+        if not rows:
+            raise SystemExit(f"copying: --join: no <core>-seed<S>.csv curve in {args.out} "
+                             "(a run writes one at its first evaluation)")
+        Path(args.join).parent.mkdir(parents=True, exist_ok=True)
+        with open(args.join, "w", newline="") as f:
+            w = csv.DictWriter(f, fieldnames=["core", "seed", *CURVE_COLUMNS])
+            w.writeheader()
+            w.writerows(rows)
+        print(f"[copying] {len(rows)} points of {len({(r['core'], r['seed']) for r in rows})} "
+              f"run(s) -> {args.join}\n")
+        print(learnt_at(rows))
+        return rows
     if args.paper:
         args.hidden, args.embed, args.steps = 600, 600, 30_000
+    if args.device == "cuda" and not torch.cuda.is_available():
+        parser.error("--device cuda: torch sees no CUDA device here; use --device cpu")
     unknown = [n for n in args.cores if n not in CORES]
     if unknown:
         parser.error(f"unknown core(s) {unknown}; valid cores: {', '.join(CORES.names())}")
@@ -397,9 +489,9 @@ def main(argv: list[str] | None = None) -> list[dict]:
         if flush:
             torch.set_flush_denormal(False)
     print(f"\nCopying task: {args.steps} steps x batch {args.batch_size}, width {args.hidden}, "
-          f"seed {args.seed}{' (--paper)' if args.paper else ''}; CE (nats) on the last 10 steps, "
-          f"chance ln 8 = {math.log(8):.2f}; the train-length CE must be near 0 before the "
-          f"test-length CE means anything")
+          f"seed {args.seed}, {args.device}{' (--paper)' if args.paper else ''}; CE (nats) on "
+          f"the last 10 steps, chance ln 8 = {math.log(8):.2f}; the train-length CE must be "
+          f"near 0 before the test-length CE means anything")
     print(format_table(rows, args))
     return rows
 
