@@ -21,6 +21,9 @@ A compare file (``configs/compare_*.yaml``)::
     keep: study_trials/               # each finished trial's record (scores, curves; no
                                       # checkpoint), restored where a run directory lost it
                                       # (scripts/records.py)
+    publish: {path: study, figure: final_scores}
+                                      # the report and plots copied to study.md, study.png,
+                                      # study_<plot>.png (scripts/publish.py)
     threshold: 18                     # the report's time to a score: each trial's frames and
                                       # training time to its first last-100 training return
                                       # (raw) at or above it
@@ -75,6 +78,7 @@ from scripts import plan as plan_mod
 from scripts import records
 from scripts.pbt import PBTSpec
 from scripts.plan import PlanSpec
+from scripts.publish import PublishSpec
 from scripts.results_csv import CsvSpec, check_columns
 from scripts.trial_runner import ResourcesSpec, actor_cpus, run_jobs_on_ray
 from scripts.trials import (
@@ -122,6 +126,8 @@ class CompareSpec:
     plan: PlanSpec = field(default_factory=PlanSpec)  # primary pairs, stop rule: scripts/plan.py
     deterministic: bool = False  # run.deterministic for every trial: replayable, slower
     csv: CsvSpec = field(default_factory=CsvSpec)  # a table of the scores: scripts/results_csv.py
+    # the report and plots copied beside the csv, links rewritten: scripts/publish.py
+    publish: PublishSpec = field(default_factory=PublishSpec)
     # a directory (relative to the working directory) keeping each finished trial's record,
     # restored into a run directory that lost it: scripts/records.py
     keep: str = ""

@@ -31,7 +31,7 @@ import numpy as np
 from envs import statistics as st
 from learners.logbook import duration
 from scripts import plan as plan_mod
-from scripts import records, results_csv
+from scripts import publish, records, results_csv
 
 # What a compare file's ``threshold:`` is read on: the last-100 mean training return (raw, in
 # the game's own points), whether or not the report's curves show normalised scores.
@@ -480,6 +480,7 @@ def write_report(out: Path, spec, trials, failed: dict, target_frames: int,
         if len((curve := learning_curve(t.dir, tag))[0]):
             curves.setdefault(t.variant, []).append(curve)
     plot(out, res, curves, ylabel)
+    publish.write(out, spec.publish)
     if spec.keep:
         records.keep(trials, spec.keep, out, learning_curve, param_count)
     return res

@@ -45,6 +45,13 @@ def write_compare(tmp_path, **changes) -> Path:
     return path
 
 
+def test_a_bad_publish_section_is_refused_in_one_line(tmp_path):
+    with pytest.raises(ConfigError, match=r"publish: publish.figure: 'curves' is not one of"):
+        load_spec(write_compare(tmp_path, publish={"path": "x", "figure": "curves"}))
+    with pytest.raises(ConfigError, match=r"publish.path: 'x.md' is a file stem"):
+        load_spec(write_compare(tmp_path, publish={"path": "x.md"}))
+
+
 def test_every_trial_is_validated_before_anything_runs(tmp_path, capsys):
     bad_key = write_compare(tmp_path, matrix={"agent.haed": ["linear", "linear2"]})
     with pytest.raises(ConfigError,
@@ -133,13 +140,23 @@ def _png_ok(path: Path) -> bool:
 
 @pytest.mark.ray
 def test_compare_runs_reports_and_resumes(tmp_path, ray_local, capsys):
-    path = write_compare(tmp_path)
+    path = write_compare(tmp_path, publish={"path": str(tmp_path / "pub" / "tiny"),
+                                            "figure": "final_scores"})
     first = run_compare(str(path), quiet=True)
     assert first["trials"] == {s: "trained" for s in first["trials"]} and len(first["trials"]) == 4
     out = Path(first["out"])
     for name in PNGS:
         assert _png_ok(out / name), name
     report = (out / "report.md").read_text()
+    # publish: the report beside the csv, its links on the copies
+    pub = tmp_path / "pub"
+    assert sorted(p.name for p in pub.iterdir()) == [
+        "tiny.md", "tiny.png", "tiny_learning_curves.png", "tiny_probability_of_improvement.png"]
+    assert (pub / "tiny.png").read_bytes() == (out / "final_scores.png").read_bytes()
+    assert (pub / "tiny.md").read_text() == report.replace(
+        "](final_scores.png)", "](tiny.png)").replace(
+        "](learning_curves.png)", "](tiny_learning_curves.png)").replace(
+        "](probability_of_improvement.png)", "](tiny_probability_of_improvement.png)")
     assert ("raw episode return" in report and "Exploratory: probability of improvement" in report
             and "hidden_size=32" in report)
     # The plan: stored as first seen, the primary pair's anytime-valid interval, paired seeds.
