@@ -427,8 +427,8 @@ def run_compare(path: str, dry_run: bool = False, max_concurrent: int | None = N
                 for j in (j for g in groups[i + 1:] for j in g):
                     status[j["slug"]] = "not needed"
                 if not quiet and i + 1 < len(groups):
-                    say(f"decided after {i + 1} seed(s): every primary interval excludes no "
-                        "difference; the other seeds do not run")
+                    say(f"decided after {i + 1} seed(s): every primary interval excludes "
+                        f"{intervals[0]['null']:g} (no difference); the other seeds do not run")
                 break
             # the rule's look after each seed, with its report; a seed that had nothing to run
             # (finished before this run) brings no new data, so no new look

@@ -217,7 +217,7 @@ def primary_intervals(plan: PlanSpec, scores: dict, seeds: list[int]) -> list[di
 
 
 def decided(intervals: list[dict]) -> bool:
-    """The ``decided`` stopping rule: every primary interval excludes "no difference"."""
+    """The ``decided`` stopping rule: every primary interval excludes no difference (its null)."""
     return bool(intervals) and all(r["excludes_null"] for r in intervals)
 
 
@@ -274,12 +274,13 @@ def markdown(res: dict) -> list[str]:
               f"the compare stops. Level 1 - {p['alpha']}/{k} each (Bonferroni over {k} declared "
               f"pair(s)), so all {k} hold together with probability {1 - p['alpha']:.2f}. "
               f"No difference is {primary[0]['null']:g}.", "",
-              "| a | b | seeds | estimate | interval | excludes no difference |",
+              f"| a | b | seeds | estimate | interval | excludes {primary[0]['null']:g} |",
               "| --- | --- | ---: | ---: | --- | --- |"]
     for r in primary:
         lines.append(f"| {r['pair'][0]} | {r['pair'][1]} | {len(r['seeds'])} | "
                      f"{_num(r['estimate'])} | [{_num(r['low'])}, {_num(r['high'])}] | "
                      f"{'yes' if r['excludes_null'] else 'no'} |")
-    lines += ["", "Decided: every primary interval excludes no difference." if decided(primary)
-              else "Not decided: some primary interval still includes no difference.", ""]
+    null = f"{primary[0]['null']:g} (no difference)"
+    lines += ["", f"Decided: every primary interval excludes {null}." if decided(primary)
+              else f"Not decided: some primary interval still contains {null}.", ""]
     return lines

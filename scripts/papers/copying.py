@@ -317,7 +317,7 @@ def train_core(name: str, args: argparse.Namespace) -> dict:
         files.save(model, optimizer, g, done, train_seconds)
     row = {"core": name, "params": sum(p.numel() for p in model.core.parameters()),
            **both_lengths(model, args), "train_seconds": train_seconds,
-           "steps": done, "stopped": stopped}
+           "steps": done, "stopped": stopped, "device": args.device}
     diagnostics = getattr(model.core, "diagnostics", None)
     if diagnostics is not None:
         row.update({k: v.tolist() for k, v in diagnostics().items()})
