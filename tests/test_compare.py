@@ -80,6 +80,30 @@ def test_dry_run_lists_trials_and_their_run_dirs(tmp_path, capsys):
     assert trials[0].dir == out / "trials" / "hidden-size-16-seed0" and not out.exists()
 
 
+def test_progress_line_counts_trial_hours_left_at_each_variants_pace(tmp_path):
+    from scripts.compare import progress_line
+
+    spec, trials, out = load_spec(write_compare(tmp_path))
+    target = trials[0].cfg.run.total_frames
+    by_name = {t.slug: t for t in trials}
+    timed = {"hidden-size-16-seed0": (target, 3600.0),
+             "hidden-size-16-seed1": (target // 2, 1800.0)}
+    for slug, (frames, seconds) in timed.items():
+        by_name[slug].dir.mkdir(parents=True)
+        (by_name[slug].dir / "summary.json").write_text(
+            json.dumps({"frames": frames, "wall_time_s": seconds}))
+    status = {t.slug: "new" for t in trials}
+    status.update({"hidden-size-16-seed0": "done", "hidden-size-16-seed1": "resume"})
+    behind = {t.slug: timed.get(t.slug, (0, 0))[0] for t in trials}
+    line = progress_line(trials, status, behind, may_stop=True)
+    # width 16: 5,400 s over 1.5 targets' frames; width 32 untimed takes the same pace
+    pace = 5400.0 / (1.5 * target)
+    hours = (0.5 * target + 2 * target) * pace / 3600
+    assert line == (f"progress: 1 of 4 trial(s) done, 1 to resume, 2 new; {int(1.5 * target):,} "
+                    f"of {4 * target:,} frames trained (38%); about {hours:,.1f} trial-hours "
+                    "left at the pace so far; the stopping rule may end it sooner")
+
+
 def test_a_seed_axis_in_the_matrix_is_the_seeds_list(tmp_path):
     """The documented example puts ``run.seed: [0, 1, 2]`` in the matrix: seeds, not variants."""
     data = yaml.safe_load(write_compare(tmp_path).read_text())
@@ -187,6 +211,7 @@ def test_compare_runs_reports_and_resumes(tmp_path, ray_local, capsys):
     run_compare(str(path), dry_run=True)
     err = capsys.readouterr().err
     assert "(at 400)" in err and "progress: 3 of 4 trial(s) done, 1 to resume, 0 new" in err
+    assert "1,600 of 1,600 frames trained (100%); about 0.0 trial-hours left" in err
     # --report runs nothing: the report of the three finished trials, naming the fourth.
     partial = run_compare(str(path), quiet=True, report_only=True)
     assert partial["trials"]["hidden-size-16-seed1"] == "resume"
