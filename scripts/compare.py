@@ -381,6 +381,11 @@ def run_compare(path: str, dry_run: bool = False, max_concurrent: int | None = N
     if max_concurrent is not None and max_concurrent < 1:
         raise ConfigError(f"--max-concurrent must be at least 1, got {max_concurrent}")
     spec, trials, out_dir = load_spec(path, out)
+    if out is not None and spec.publish.path:  # a trial run elsewhere leaves the study's copy
+        if not quiet:
+            say(f"note: --out is given, so this run's report is not published to "
+                f"{spec.publish.path}.md")
+        spec.publish.path = ""
     for line in records.bring_back(spec, trials, out_dir, dry_run):
         if dry_run or not quiet:
             say(line)

@@ -29,9 +29,11 @@ class PublishSpec:
     def __post_init__(self):
         if self.figure not in PLOTS:
             raise ValueError(f"publish.figure: {self.figure!r} is not one of {', '.join(PLOTS)}")
-        if self.path.endswith((".md", ".png", "/")):
-            raise ValueError(f"publish.path: {self.path!r} is a file stem, without a suffix "
-                             "(e.g. envs/data/study_heads_lab6)")
+        self.path = str(Path(self.path).expanduser()) if self.path else ""
+        if self.path and (self.path.endswith((".md", ".png", "/"))
+                          or Path(self.path).name in ("", ".", "..")):
+            raise ValueError(f"publish.path: {self.path!r} is not a file stem (give one without "
+                             "a suffix, e.g. envs/data/study_heads_lab6)")
 
 
 def destinations(spec: PublishSpec) -> dict[str, Path]:
@@ -42,17 +44,25 @@ def destinations(spec: PublishSpec) -> dict[str, Path]:
 
 
 def write(out: Path, spec: PublishSpec) -> list[Path]:
-    """Copy ``out``'s report and plots to ``spec.path``; returns the files written."""
+    """Copy ``out``'s report and the plots it shows to ``spec.path``; returns the files written.
+
+    Only plots the report links to are copied (an old plot left in ``out`` is not), and a
+    published plot the report no longer shows is removed, so the published files are the
+    report as written.
+    """
     if not spec.path:
         return []
     stem = Path(spec.path)
     stem.parent.mkdir(parents=True, exist_ok=True)
     text, written = (out / "report.md").read_text(), []
     for plot, dest in destinations(spec).items():
-        if (out / f"{plot}.png").is_file():
+        link = f"]({plot}.png)"
+        if link in text and (out / f"{plot}.png").is_file():
             shutil.copyfile(out / f"{plot}.png", dest)
+            text = text.replace(link, f"]({dest.name})")
             written.append(dest)
-        text = text.replace(f"]({plot}.png)", f"]({dest.name})")
+        elif dest.is_file():
+            dest.unlink()
     report = stem.with_name(stem.name + ".md")
     report.write_text(text)
     return [report, *written]

@@ -45,11 +45,18 @@ def write_compare(tmp_path, **changes) -> Path:
     return path
 
 
+def test_publish_is_skipped_when_out_is_given(tmp_path, capsys):
+    path = write_compare(tmp_path, publish={"path": str(tmp_path / "pub" / "tiny")})
+    run_compare(str(path), dry_run=True, out=str(tmp_path / "elsewhere"))
+    assert "report is not published to" in capsys.readouterr().err
+
+
 def test_a_bad_publish_section_is_refused_in_one_line(tmp_path):
     with pytest.raises(ConfigError, match=r"publish: publish.figure: 'curves' is not one of"):
         load_spec(write_compare(tmp_path, publish={"path": "x", "figure": "curves"}))
-    with pytest.raises(ConfigError, match=r"publish.path: 'x.md' is a file stem"):
-        load_spec(write_compare(tmp_path, publish={"path": "x.md"}))
+    for bad in ("x.md", "."):
+        with pytest.raises(ConfigError, match=rf"publish.path: '{bad}' is not a file stem"):
+            load_spec(write_compare(tmp_path, publish={"path": bad}))
 
 
 def test_every_trial_is_validated_before_anything_runs(tmp_path, capsys):
@@ -82,26 +89,35 @@ def test_dry_run_lists_trials_and_their_run_dirs(tmp_path, capsys):
 
 def test_progress_line_counts_trial_hours_left_at_each_variants_pace(tmp_path):
     from scripts.compare import progress_line
+    from scripts.trials import trained_frames
 
     spec, trials, out = load_spec(write_compare(tmp_path))
     target = trials[0].cfg.run.total_frames
     by_name = {t.slug: t for t in trials}
-    timed = {"hidden-size-16-seed0": (target, 3600.0),
-             "hidden-size-16-seed1": (target // 2, 1800.0)}
-    for slug, (frames, seconds) in timed.items():
+    summaries = {"hidden-size-16-seed0": {"frames": target, "wall_time_s": 3600.0},
+                 "hidden-size-16-seed1": {"frames": target // 2, "wall_time_s": 1800.0},
+                 "hidden-size-32-seed0": {"frames": target, "wall_time_s": 7200.0},
+                 "hidden-size-32-seed1": {"frames": 0, "wall_time_s": 0.0}}  # not timed
+    for slug, summary in summaries.items():
         by_name[slug].dir.mkdir(parents=True)
-        (by_name[slug].dir / "summary.json").write_text(
-            json.dumps({"frames": frames, "wall_time_s": seconds}))
-    status = {t.slug: "new" for t in trials}
-    status.update({"hidden-size-16-seed0": "done", "hidden-size-16-seed1": "resume"})
-    behind = {t.slug: timed.get(t.slug, (0, 0))[0] for t in trials}
+        (by_name[slug].dir / "summary.json").write_text(json.dumps(summary))
+    # a checkpoint past the target counts as the target
+    (by_name["hidden-size-16-seed1"].dir / "checkpoints").mkdir()
+    (by_name["hidden-size-16-seed1"].dir / "checkpoints" / f"ckpt_{10 * target:012d}.pt").touch()
+    assert trained_frames(by_name["hidden-size-16-seed1"].dir, "resume", target) == target
+    assert trained_frames(by_name["hidden-size-32-seed1"].dir, "new", target) == 0
+    assert trained_frames(by_name["hidden-size-32-seed1"].dir, "done", target) == target
+    status = {"hidden-size-16-seed0": "done", "hidden-size-16-seed1": "resume",
+              "hidden-size-32-seed0": "done", "hidden-size-32-seed1": "new"}
+    behind = {"hidden-size-16-seed0": target, "hidden-size-16-seed1": target // 2,
+              "hidden-size-32-seed0": target, "hidden-size-32-seed1": 0}
     line = progress_line(trials, status, behind, may_stop=True)
-    # width 16: 5,400 s over 1.5 targets' frames; width 32 untimed takes the same pace
-    pace = 5400.0 / (1.5 * target)
-    hours = (0.5 * target + 2 * target) * pace / 3600
-    assert line == (f"progress: 1 of 4 trial(s) done, 1 to resume, 2 new; {int(1.5 * target):,} "
-                    f"of {4 * target:,} frames trained (38%); about {hours:,.1f} trial-hours "
+    # width 16: 5,400 s over 1.5 targets' frames; width 32: 7,200 s over one target's
+    hours = (0.5 * target * 5400 / (1.5 * target) + target * 7200 / target) / 3600
+    assert line == (f"progress: 2 of 4 trial(s) done, 1 to resume, 1 new; {int(2.5 * target):,} "
+                    f"of {4 * target:,} frames trained (62%); about {hours:,.1f} trial-hours "
                     "left at the pace so far; the stopping rule may end it sooner")
+    assert hours == 2.5
 
 
 def test_a_seed_axis_in_the_matrix_is_the_seeds_list(tmp_path):
@@ -423,6 +439,15 @@ def test_the_plan_is_kept_as_first_seen_and_later_changes_are_dated(tmp_path):
     lines = "\n".join(plan_mod.markdown({"plan": state, "primary": []}))
     assert "**Unplanned looks**" in lines and "variants added" in lines
     assert "changed before any report" in lines and "seeds added: [3, 4] (3 -> 5)" in lines
+    # the primary table names the null it tests: 0.5 for win, 0 for difference
+    for statistic, null, scores in (("win", "0.5", {"a": 9.0, "b": 1.0}),
+                                    ("difference", "0", {"a": 1.0, "b": 0.0})):
+        plan = plan_mod.PlanSpec(pairs=[["a", "b"]], bounds=[0, 1], statistic=statistic)
+        primary = plan_mod.primary_intervals(
+            plan, {v: {s: x for s in range(9)} for v, x in scores.items()}, list(range(9)))
+        text = "\n".join(plan_mod.markdown({"plan": state, "primary": primary}))
+        assert f"| excludes {null} |" in text and "| yes |" in text
+        assert f"Decided: every primary interval excludes {null} (no difference)." in text
 
 
 def test_primary_intervals_pair_by_seed_and_split_alpha():

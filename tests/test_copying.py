@@ -120,26 +120,59 @@ def test_copying_join_finds_the_first_step_every_lstm_seed_learnt(tmp_path, caps
 
     from scripts.papers import copying
 
-    def curve(core, seed, train_ce, test_ce):
+    def curve(core, seed, train_ce, test_ce, tail=""):
         with (tmp_path / f"{core}-seed{seed}.csv").open("w", newline="") as f:
             w = csv.DictWriter(f, fieldnames=copying.CURVE_COLUMNS)
             w.writeheader()
             for i, (a, b) in enumerate(zip(train_ce, test_ce)):
                 w.writerow({"step": 500 * (i + 1), "seconds": i, "ce_train_length": a,
                             "acc_train_length": 0, "ce_test_length": b, "acc_test_length": 0})
+            f.write(tail)
 
-    curve("lstm", 0, [2.0, 0.05, 0.01], [3.0, 2.0, 1.0])
-    curve("lstm", 1, [2.0, 0.5, 0.02], [3.0, 4.0, 3.0])  # learnt only at step 1,500
-    curve("rims", 0, [2.0, 1.0, 0.0], [2.0, 0.25, 0.5])
+    curve("lstm", 0, [2.0, 0.05, 0.01, 0.0], [3.0, 2.0, 1.0, 0.5])
+    curve("lstm", 1, [2.0, 0.08, 0.02, 0.0], [3.0, 4.0, 3.0, 2.5],  # both learnt at 1,000
+          tail="2500,9\n")  # cut short by a kill: left out
+    curve("rims", 0, [2.0, 1.0, 0.0], [2.0, 0.25, 0.5])  # stops at 1,500
+    (tmp_path / "notes.csv").write_text("a,b\n")  # not a curve: left out
     rows = copying.main(["--out", str(tmp_path), "--join", str(tmp_path / "joined" / "all.csv")])
-    assert len(rows) == 9
+    assert len(rows) == 11
     assert (rows[0]["core"], rows[0]["seed"], rows[0]["step"]) == ("lstm", 0, 500)
     with (tmp_path / "joined" / "all.csv").open() as f:
-        assert len(list(csv.DictReader(f))) == 9
+        assert len(list(csv.DictReader(f))) == 11
     out = capsys.readouterr().out
-    assert "every lstm seed is under 0.1 at the train length: step 1,500**" in out
-    assert "| lstm | 0, 1 | 0.015 [0.010, 0.020] | 2.000 [1.000, 3.000] |" in out
-    assert "| rims | 0 | 0.000 [0.000, 0.000] | 0.500 [0.500, 0.500] |" in out
+    assert "notes.csv is not a <core>-seed<S>.csv curve; left out" in out
+    assert "lstm-seed1.csv: an incomplete row left out" in out
+    assert "| lstm | 1 | 2,000 |" in out and "| rims | 0 | 1,500 |" in out
+    learnt, last = out.split("**first step where")[1].split("**last step every run reached")
+    assert learnt.startswith(" every lstm seed is under 0.1 at the train length: step 1,000**")
+    assert "| lstm | 0, 1 | 0.065 [0.050, 0.080] | 3.000 [2.000, 4.000] |" in learnt
+    assert "| rims | 0 | 1.000 [1.000, 1.000] | 0.250 [0.250, 0.250] |" in learnt
+    assert last.startswith(": step 1,500**")  # rims stops there; lstm's 2,000 is not common
+    assert "| lstm | 0, 1 | 0.015 [0.010, 0.020] | 2.000 [1.000, 3.000] |" in last
+    assert "| rims | 0 | 0.000 [0.000, 0.000] | 0.500 [0.500, 0.500] |" in last
 
     curve("lstm", 1, [2.0, 0.5, 0.2], [3.0, 4.0, 3.0])  # never under 0.1
     assert "is not a generalisation result" in copying.learnt_at(copying.join_curves(tmp_path))
+    curve("rims", 0, [2.0], [2.0])
+    curve("lstm", 0, [2.0, 0.05], [3.0, 2.0])
+    (tmp_path / "lstm-seed0.csv").write_text(  # evaluated at other steps than the rest
+        (tmp_path / "lstm-seed0.csv").read_text().replace("\n500,", "\n700,"))
+    assert "No step was evaluated in every run" in copying.learnt_at(
+        copying.join_curves(tmp_path))
+
+
+def test_copying_run_keeps_its_device(tmp_path):
+    """A checkpoint continues only on the device it was trained on (dropout's generator)."""
+    import torch
+
+    from scripts.papers import copying
+
+    args = SMALL + ["--steps", "2", "--out", str(tmp_path)]
+    copying.main(args)
+    ckpt = tmp_path / "lstm-seed0.pt"
+    state = torch.load(ckpt, weights_only=False)
+    assert state["device"] == "cpu"
+    state["device"] = "cuda"
+    torch.save(state, ckpt)
+    with pytest.raises(SystemExit, match="was trained on cuda; continue it with --device cuda"):
+        copying.main(SMALL + ["--steps", "4", "--out", str(tmp_path)])

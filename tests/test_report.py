@@ -20,3 +20,20 @@ def test_per_task_table_has_every_variants_tasks():
                               _variant("b", ["x", "y"], [3.0, 4.0])])
     assert same[3] == "| variant | x | y |" and len(same) == 7
     assert per_task_markdown([_variant("a", [f"t{i}" for i in range(31)], [0.0] * 31)]) == []
+
+
+def test_publish_copies_what_the_report_shows_and_drops_what_it_no_longer_does(tmp_path):
+    from scripts.publish import PublishSpec, write
+
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "report.md").write_text("![a](learning_curves.png)\n![b](final_scores.png)\n")
+    for plot in ("learning_curves", "final_scores", "probability_of_improvement"):
+        (out / f"{plot}.png").write_bytes(plot.encode())  # the last: left from an older report
+    stale = tmp_path / "s_probability_of_improvement.png"
+    stale.write_bytes(b"published by an older report")
+    written = write(out, PublishSpec(path=str(tmp_path / "s"), figure="final_scores"))
+    assert [p.name for p in written] == ["s.md", "s_learning_curves.png", "s.png"]
+    assert not stale.exists()
+    assert (tmp_path / "s.png").read_bytes() == b"final_scores"
+    assert (tmp_path / "s.md").read_text() == "![a](s_learning_curves.png)\n![b](s.png)\n"

@@ -23,7 +23,9 @@ whether a core starts to learn the task at all, not the paper's numbers.
 draws 200 batches per epoch; ``experiment_copying.sh`` sets the embedding to the width). It is
 GPU-sized: hours per core on 2 CPU cores. ``--device cuda`` trains on a GPU; the sequences are
 still drawn on the CPU from the seed's generator, so a seed sees the same batches on either
-device (the weights then differ by float rounding, as between two CPUs).
+device. The runs are not the same model across devices: float rounding differs, and RIMs'
+dropout draws its masks from the device's own generator. A run therefore stays on the device
+it started on (continuing a checkpoint on the other one is refused).
 
 Both columns matter: the train-length CE must be near 0 (the task learnt) before the
 test-length CE says anything about length generalisation.
@@ -60,6 +62,7 @@ import csv
 import dataclasses
 import json
 import math
+import re
 import signal
 import threading
 import time
@@ -167,7 +170,7 @@ class RunFiles:
         self.ckpt, self.curve = self.dir / f"{stem}.pt", self.dir / f"{stem}.csv"
         self.row = self.dir / f"{stem}.json"
         self.settings = {k: getattr(args, k) for k in SAME_RUN}
-        self.steps = args.steps
+        self.steps, self.device = args.steps, args.device
 
     def check(self) -> dict | None:
         """The checkpoint, if any, after checking it belongs to this command (one-line exits)."""
@@ -179,6 +182,10 @@ class RunFiles:
         if differ:
             raise SystemExit(f"copying: {self.ckpt} was trained with other settings "
                              f"(checkpoint, now): {differ}; use another --out")
+        if state.get("device", "cpu") != self.device:
+            raise SystemExit(f"copying: {self.ckpt} was trained on {state.get('device', 'cpu')}; "
+                             f"continue it with --device {state.get('device', 'cpu')} (dropout "
+                             "draws from the device's own generator, so a run keeps its device)")
         if state["step"] > self.steps:
             raise SystemExit(f"copying: {self.ckpt} is at step {state['step']}, past --steps "
                              f"{self.steps}; give --steps {state['step']} or more")
@@ -214,7 +221,8 @@ class RunFiles:
         torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(),
                     "generator": g.get_state(), "torch_rng": torch.get_rng_state(),
                     "cuda_rng": torch.cuda.get_rng_state() if torch.cuda.is_initialized() else None,
-                    "step": step, "seconds": seconds, "settings": self.settings}, tmp)
+                    "step": step, "seconds": seconds, "settings": self.settings,
+                    "device": self.device}, tmp)
         tmp.replace(self.ckpt)
 
     def add_point(self, point: dict) -> None:
@@ -342,14 +350,28 @@ def format_table(rows: list[dict], args: argparse.Namespace) -> str:
     return "\n".join(lines)
 
 
+CURVE_NAME = re.compile(r"(.+)-seed(\d+)")
+
+
 def join_curves(out: str | Path) -> list[dict]:
-    """Every ``<core>-seed<S>.csv`` curve under ``out`` as rows with ``core`` and ``seed`` first."""
+    """Every ``<core>-seed<S>.csv`` curve under ``out`` as rows with ``core`` and ``seed`` first.
+
+    Other files are left out with a note; so is a row with an empty field (a line cut short by
+    a killed run).
+    """
     rows = []
-    for path in sorted(Path(out).glob("*-seed*.csv")):
-        core, _, seed = path.stem.rpartition("-seed")
+    for path in sorted(Path(out).glob("*.csv")):
+        name = CURVE_NAME.fullmatch(path.stem)
+        if name is None:
+            print(f"[copying] --join: {path.name} is not a <core>-seed<S>.csv curve; left out")
+            continue
         with path.open(newline="") as f:
-            rows += [{"core": core, "seed": int(seed), **{k: float(r[k]) for k in CURVE_COLUMNS}}
-                     for r in csv.DictReader(f)]
+            for r in csv.DictReader(f):
+                if any(r.get(k) in (None, "") for k in CURVE_COLUMNS):
+                    print(f"[copying] --join: {path.name}: an incomplete row left out: {r}")
+                    continue
+                rows.append({"core": name[1], "seed": int(name[2]),
+                             **{k: float(r[k]) for k in CURVE_COLUMNS}})
     for r in rows:
         r["step"] = int(r["step"])
     return sorted(rows, key=lambda r: (r["core"], r["seed"], r["step"]))
@@ -358,9 +380,10 @@ def join_curves(out: str | Path) -> list[dict]:
 def learnt_at(rows: list[dict], reference: str = "lstm", below: float = 0.1) -> str:
     """The copying study's result from joined curves, as markdown.
 
-    The first evaluated step at which every seed of ``reference`` has a train-length CE
-    under ``below``, and each core's test-length CE there (mean and range over its seeds);
-    then the same at the last step every run reached.
+    First each run's last evaluated step, so a missing or unfinished run shows. Then the first
+    evaluated step at which every seed of ``reference`` has a train-length CE under
+    ``below``, and each core's CE at both lengths there (mean and range over the seeds
+    evaluated at that step); then the same at the last step every run reached.
     """
     at = {(r["core"], r["seed"], r["step"]): r for r in rows}
     cores = sorted({r["core"] for r in rows})
@@ -368,6 +391,11 @@ def learnt_at(rows: list[dict], reference: str = "lstm", below: float = 0.1) -> 
     steps = sorted({r["step"] for r in rows})
     if reference not in cores:
         return f"no {reference} curve under this directory"
+    reached = {(c, seed): max(r["step"] for r in rows if (r["core"], r["seed"]) == (c, seed))
+               for c in cores for seed in seeds[c]}
+    lines = ["| core | seed | last evaluated step |", "| --- | ---: | ---: |"]
+    lines += [f"| {c} | {seed} | {step:,} |" for (c, seed), step in reached.items()]
+    lines.append("")
     last = max((s for s in steps if all((c, seed, s) in at for c in cores for seed in seeds[c])),
                default=None)
     learnt = next((s for s in steps if all(
@@ -381,22 +409,27 @@ def learnt_at(rows: list[dict], reference: str = "lstm", below: float = 0.1) -> 
                "| --- | --- | ---: | ---: |"]
         for c in cores:
             got = [at[c, seed, step] for seed in seeds[c] if (c, seed, step) in at]
+            if not got:
+                out.append(f"| {c} | none evaluated at this step | | |")
+                continue
             cells = []
             for key in ("ce_train_length", "ce_test_length"):
                 v = [g[key] for g in got]
-                cells.append(f"{sum(v) / len(v):.3f} [{min(v):.3f}, {max(v):.3f}]" if v else "n/a")
+                cells.append(f"{sum(v) / len(v):.3f} [{min(v):.3f}, {max(v):.3f}]")
             out.append(f"| {c} | {', '.join(str(g['seed']) for g in got)} | {' | '.join(cells)} |")
         return out + [""]
 
-    lines = []
     if learnt is None:
         lines += [f"The {reference} never had a train-length CE under {below} on every seed "
                   f"({', '.join(map(str, seeds[reference]))}) at one evaluated step, so the "
                   "test-length column is not a generalisation result.", ""]
     else:
         lines += table(learnt, f"first step where every {reference} seed is under {below} at "
-                              "the train length")
-    if last is not None:
+                               "the train length")
+    if last is None:
+        lines.append("No step was evaluated in every run: compare the runs at their own "
+                     "last steps above.")
+    else:
         lines += table(last, "last step every run reached")
     return "\n".join(lines)
 
@@ -428,8 +461,8 @@ def main(argv: list[str] | None = None) -> list[dict]:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--threads", type=int, default=1, help="torch.set_num_threads")
     parser.add_argument("--device", default="cpu", choices=["cpu", "cuda"],
-                        help="where the model trains; the sequences are drawn on the CPU, so a "
-                             "seed trains on the same batches on either")
+                        help="where the model trains (a run keeps it); the sequences are drawn "
+                             "on the CPU, so a seed trains on the same batches on either")
     parser.add_argument("--out", default=None,
                         help="directory for each core's checkpoint, curve and row; the same "
                              "command continues from the checkpoint")
