@@ -73,6 +73,15 @@ def test_every_trial_is_validated_before_anything_runs(tmp_path, capsys):
     assert "unknown config key 'matrx'" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("path", sorted([*ROOT.glob("configs/compare_*.yaml"),
+                                         *ROOT.glob("configs/study_*.yaml")]),
+                         ids=lambda p: p.stem)
+def test_every_shipped_compare_file_is_valid(path, tmp_path):
+    """Each shipped compare or study file loads: keys, trials' configs, plan, match_params."""
+    spec, trials, _ = load_spec(path, out=str(tmp_path / "out"))
+    assert trials and len(trials) == len({t.slug for t in trials})
+
+
 def test_dry_run_lists_trials_and_their_run_dirs(tmp_path, capsys):
     path = write_compare(tmp_path)
     assert main([str(path), "--dry-run"]) == 0
