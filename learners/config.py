@@ -311,7 +311,7 @@ def _reset_switched_options(data: dict, parsed: list[tuple[str, Any]]) -> None:
         agent[f"{part}_options"] = {}
         given = sorted(k.split(".", 2)[2] for k, _ in parsed
                        if k.startswith(f"agent.{part}_options."))
-        rest = (f"{new} takes {', '.join(given)} from the command line "
+        rest = (f"{new} takes {', '.join(given)} from the overrides "
                 "and its defaults for the rest" if given else
                 f"{new} uses its defaults (give agent.{part}_options.KEY=VALUE to set them)")
         print(f"[mira] agent.{part}={new} replaces {old or 'the default'}: "
