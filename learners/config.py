@@ -289,6 +289,9 @@ def _load_agent(section: Any) -> AgentConfig:
     return replace(cfg, **typed)
 
 
+_NOTED: set[str] = set()  # the swap notes already printed by this process
+
+
 def _reset_switched_options(data: dict, parsed: list[tuple[str, Any]]) -> None:
     """Drop the file's options of a core, head or torso that an override switches; say so.
 
@@ -314,9 +317,12 @@ def _reset_switched_options(data: dict, parsed: list[tuple[str, Any]]) -> None:
         rest = (f"{new} takes {', '.join(given)} from the overrides "
                 "and its defaults for the rest" if given else
                 f"{new} uses its defaults (give agent.{part}_options.KEY=VALUE to set them)")
-        print(f"[mira] agent.{part}={new} replaces {old or 'the default'}: "
-              f"dropping the config's agent.{part}_options "
-              f"({', '.join(sorted(options))}); {rest}", file=sys.stderr)
+        note = (f"[mira] agent.{part}={new} replaces {old or 'the default'}: "
+                f"dropping the config's agent.{part}_options ({', '.join(sorted(options))}); "
+                f"{rest}")
+        if note not in _NOTED:  # a compare loads one variant's config once per seed: say it once
+            _NOTED.add(note)
+            print(note, file=sys.stderr)
 
 
 def _resolve_options(registry, name: str, options: Any, key: str) -> Any:

@@ -395,7 +395,7 @@ def run_compare(path: str, dry_run: bool = False, max_concurrent: int | None = N
             f"variant(s) x {len(spec.seeds)} seed(s) -> {out_dir}")
         behind = {t.slug: trained_frames(t.dir, status[t.slug], t.cfg.run.total_frames)
                   for t in trials}
-        for t in trials:
+        for t in trials if not report_only else ():  # --report: the report lists them
             at = f"  (at {behind[t.slug]:,})" if status[t.slug] == "resume" else ""
             say(f"  {t.slug:40s} {status[t.slug]:7s} {t.cfg.run.total_frames:>12,} frames  "
                 f"{Path(t.base).name}{at}")
