@@ -87,6 +87,7 @@ from scripts.trials import (
     make_job,
     needs_work,
     override,
+    progress_line,
     read_json,
     say,
     schedule_notes,
@@ -300,35 +301,6 @@ def _match_params(combos: list, common: list[str], near: Path, spec: CompareSpec
 
 
 # ---------------------------------------------------------------- the driver
-
-
-def progress_line(trials: list[Trial], status: dict, behind: dict, may_stop: bool) -> str:
-    """How far the compare is, and the training time the rest would take at the pace so far.
-
-    Trials by state, frames trained of all its trials' frames, then trial-hours left.
-    ``may_stop``: the plan's rule can end it before the last seed, so "all" is an upper bound.
-    A variant's pace is its trials' training seconds per frame as logged (under whatever else
-    ran beside them); a variant with none timed takes the compare's.
-    """
-    total = sum(t.cfg.run.total_frames for t in trials)
-    count = {s: sum(v == s for v in status.values()) for s in ("done", "resume", "new")}
-    line = (f"progress: {count['done']} of {len(trials)} trial(s) done, {count['resume']} to "
-            f"resume, {count['new']} new; {sum(behind.values()):,} of {total:,} frames trained "
-            f"({sum(behind.values()) / total:.0%})")
-    timed: dict = {}  # variant -> [seconds, frames] of its trials so far
-    for t in trials:
-        summary = read_json(t.dir / "summary.json") if behind[t.slug] else None
-        if summary and summary.get("wall_time_s") and summary.get("frames"):
-            got = timed.setdefault(t.variant, [0.0, 0])
-            got[0] += summary["wall_time_s"]
-            got[1] += summary["frames"]
-    if timed:
-        overall = sum(v[0] for v in timed.values()) / sum(v[1] for v in timed.values())
-        left = sum((t.cfg.run.total_frames - behind[t.slug])
-                   * (timed[t.variant][0] / timed[t.variant][1] if t.variant in timed
-                      else overall) for t in trials)
-        line += f"; about {left / 3600:,.1f} trial-hours left at the pace so far"
-    return line + ("; the stopping rule may end it sooner" if may_stop else "")
 
 
 def primary_now(spec: CompareSpec, trials: list[Trial]) -> list[dict]:

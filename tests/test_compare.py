@@ -97,8 +97,7 @@ def test_dry_run_lists_trials_and_their_run_dirs(tmp_path, capsys):
 
 
 def test_progress_line_counts_trial_hours_left_at_each_variants_pace(tmp_path):
-    from scripts.compare import progress_line
-    from scripts.trials import trained_frames
+    from scripts.trials import progress_line, trained_frames
 
     spec, trials, out = load_spec(write_compare(tmp_path))
     target = trials[0].cfg.run.total_frames
@@ -426,49 +425,6 @@ def test_match_params_sets_a_width_within_two_percent_and_refuses_a_missing_one(
             "'agent.core_options.hidden_width': agent.core_options has no setting "
             "'hidden_width'") in err
     assert len(err.strip().splitlines()) == 1 and not (tmp_path / "out").exists()
-
-
-def test_the_plan_is_kept_as_first_seen_and_later_changes_are_dated(tmp_path):
-    from scripts import plan as plan_mod
-
-    plan = plan_mod.PlanSpec(pairs=[["a", "b"]], bounds=[0, 1])
-    first = plan_mod.record(plan, [0, 1, 2], {"a": 100, "b": 100}, 30)
-    plan_mod.register(tmp_path, first)
-    more = plan_mod.record(plan, [0, 1, 2, 3, 4], {"a": 100, "b": 100}, 30)
-    state = plan_mod.register(tmp_path, more)  # before any report: a change, not a look
-    assert state["changes"][0]["after_report"] is False
-    plan_mod.note_report(tmp_path)
-    assert plan_mod.register(tmp_path, more)["changes"] == state["changes"]  # nothing new
-    longer = plan_mod.record(plan, [0, 1, 2, 3, 4], {"a": 200, "b": 200, "c": 200}, 30)
-    state = plan_mod.register(tmp_path, longer)
-    change = state["changes"][-1]
-    assert change["after_report"] and change["what"] == ["variants added: ['c']",
-                                                          "frames raised 100 -> 200"]
-    assert state["plan"] == first
-    lines = "\n".join(plan_mod.markdown({"plan": state, "primary": []}))
-    assert "**Unplanned looks**" in lines and "variants added" in lines
-    assert "changed before any report" in lines and "seeds added: [3, 4] (3 -> 5)" in lines
-    # the primary table names the null it tests: 0.5 for win, 0 for difference
-    for statistic, null, scores in (("win", "0.5", {"a": 9.0, "b": 1.0}),
-                                    ("difference", "0", {"a": 1.0, "b": 0.0})):
-        plan = plan_mod.PlanSpec(pairs=[["a", "b"]], bounds=[0, 1], statistic=statistic)
-        primary = plan_mod.primary_intervals(
-            plan, {v: {s: x for s in range(9)} for v, x in scores.items()}, list(range(9)))
-        text = "\n".join(plan_mod.markdown({"plan": state, "primary": primary}))
-        assert f"| excludes {null} |" in text and "| yes |" in text
-        assert f"Decided: every primary interval excludes {null} (no difference)." in text
-
-
-def test_primary_intervals_pair_by_seed_and_split_alpha():
-    from scripts import plan as plan_mod
-
-    plan = plan_mod.PlanSpec(pairs=[["a", "b"], ["a", "c"]], bounds=[0, 10], alpha=0.1)
-    scores = {"a": {s: 9.0 for s in range(12)}, "b": {s: 1.0 for s in range(12)},
-              "c": {0: 9.0, 1: 9.0}}
-    ab, ac = plan_mod.primary_intervals(plan, scores, list(range(12)))
-    assert ab["alpha"] == ac["alpha"] == 0.05 and ac["seeds"] == [0, 1]
-    assert ab["estimate"] == pytest.approx(8.0) and ab["excludes_null"] and not ac["excludes_null"]
-    assert not plan_mod.decided([ab, ac]) and plan_mod.decided([ab])
 
 
 def test_the_csv_section_writes_one_row_per_trial_and_task(tmp_path, capsys):

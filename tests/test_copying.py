@@ -118,11 +118,11 @@ def test_copying_join_finds_the_first_step_every_lstm_seed_learnt(tmp_path, caps
     """``--join``: one csv of every curve, and the declared result read off it."""
     import csv
 
-    from scripts.papers import copying
+    from scripts.papers import copying, copying_curves
 
     def curve(core, seed, train_ce, test_ce, tail=""):
         with (tmp_path / f"{core}-seed{seed}.csv").open("w", newline="") as f:
-            w = csv.DictWriter(f, fieldnames=copying.CURVE_COLUMNS)
+            w = csv.DictWriter(f, fieldnames=copying_curves.CURVE_COLUMNS)
             w.writeheader()
             for i, (a, b) in enumerate(zip(train_ce, test_ce)):
                 w.writerow({"step": 500 * (i + 1), "seconds": i, "ce_train_length": a,
@@ -152,13 +152,14 @@ def test_copying_join_finds_the_first_step_every_lstm_seed_learnt(tmp_path, caps
     assert "| rims | 0 | 0.000 [0.000, 0.000] | 0.500 [0.500, 0.500] |" in last
 
     curve("lstm", 1, [2.0, 0.5, 0.2], [3.0, 4.0, 3.0])  # never under 0.1
-    assert "is not a generalisation result" in copying.learnt_at(copying.join_curves(tmp_path))
+    result = copying_curves.learnt_at(copying_curves.join_curves(tmp_path))
+    assert "is not a generalisation result" in result
     curve("rims", 0, [2.0], [2.0])
     curve("lstm", 0, [2.0, 0.05], [3.0, 2.0])
     (tmp_path / "lstm-seed0.csv").write_text(  # evaluated at other steps than the rest
         (tmp_path / "lstm-seed0.csv").read_text().replace("\n500,", "\n700,"))
-    assert "No step was evaluated in every run" in copying.learnt_at(
-        copying.join_curves(tmp_path))
+    assert "No step was evaluated in every run" in copying_curves.learnt_at(
+        copying_curves.join_curves(tmp_path))
 
 
 def test_copying_run_keeps_its_device(tmp_path):
