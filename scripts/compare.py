@@ -353,14 +353,19 @@ def run_compare(path: str, dry_run: bool = False, max_concurrent: int | None = N
     if max_concurrent is not None and max_concurrent < 1:
         raise ConfigError(f"--max-concurrent must be at least 1, got {max_concurrent}")
     spec, trials, out_dir = load_spec(path, out)
-    if out is not None and spec.publish.path:  # a trial run elsewhere leaves the study's copy
-        if not quiet:
-            say(f"note: --out is given, so this run's report is not published to "
-                f"{spec.publish.path}.md")
-        spec.publish.path = ""
     for line in records.bring_back(spec, trials, out_dir, dry_run):
         if dry_run or not quiet:
             say(line)
+    if out is not None and (spec.publish.path or spec.csv.path or spec.keep):
+        # a run elsewhere leaves the study's own files as they are (its records may still
+        # come back from them, above)
+        left = [f"{name} {path}" for name, path in (
+            ("report", spec.publish.path and f"{spec.publish.path}.md"),
+            ("table", spec.csv.path), ("records", spec.keep)) if path]
+        if not quiet:
+            say(f"note: --out is given, so this run leaves the study's {', '.join(left)} as "
+                f"they are; its table is {out_dir / 'results.csv'}")
+        spec.publish.path, spec.csv.path, spec.keep = "", "", ""
     status = {t.slug: trial_state(t.dir, t.cfg.run.total_frames) for t in trials}
     if dry_run or not quiet:
         say(f"compare {spec.name or Path(path).stem}: {len({t.variant for t in trials})} "

@@ -45,10 +45,12 @@ def write_compare(tmp_path, **changes) -> Path:
     return path
 
 
-def test_publish_is_skipped_when_out_is_given(tmp_path, capsys):
-    path = write_compare(tmp_path, publish={"path": str(tmp_path / "pub" / "tiny")})
+def test_a_run_with_out_leaves_the_studys_own_files(tmp_path, capsys):
+    path = write_compare(tmp_path, publish={"path": "pub/tiny"}, keep="kept",
+                         csv={"path": "tiny.csv", "columns": {"seed": "seed"}})
     run_compare(str(path), dry_run=True, out=str(tmp_path / "elsewhere"))
-    assert "report is not published to" in capsys.readouterr().err
+    assert ("leaves the study's report pub/tiny.md, table tiny.csv, records kept as they are"
+            in capsys.readouterr().err)
 
 
 def test_a_bad_publish_section_is_refused_in_one_line(tmp_path):
