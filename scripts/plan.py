@@ -203,7 +203,8 @@ def primary_intervals(plan: PlanSpec, scores: dict, seeds: list[int]) -> list[di
         both = [s for s in seeds if s in scores.get(a, {}) and s in scores.get(b, {})]
         row = {"pair": [a, b], "seeds": both, "alpha": plan.alpha / k,
                "statistic": plan.statistic, "null": null, "estimate": None, "low": None,
-               "high": None, "excludes_null": False}
+               "high": None, "excludes_null": False,
+               "scores": [[scores[a][s], scores[b][s]] for s in both]}
         if both:
             x = np.array([scores[a][s] for s in both])
             y = np.array([scores[b][s] for s in both])
@@ -232,6 +233,12 @@ def interval_lines(intervals: list[dict]) -> list[str]:
 
 def _num(x) -> str:
     return "n/a" if x is None else f"{x:.3g}"
+
+
+def _score(x) -> str:
+    """A score with the digits its size needs: 1,737 / 74.1 / 0.955."""
+    return ("" if x is None else f"{x:,.0f}" if abs(x) >= 1000 else f"{x:.1f}" if abs(x) >= 10
+            else f"{x:.3g}")
 
 
 def markdown(res: dict) -> list[str]:
@@ -283,4 +290,36 @@ def markdown(res: dict) -> list[str]:
     null = f"{primary[0]['null']:g} (no difference)"
     lines += ["", f"Decided: every primary interval excludes {null}." if decided(primary)
               else f"Not decided: some primary interval still contains {null}.", ""]
-    return lines
+    return lines + paired_markdown(primary, p["score"], p["aggregate"])
+
+
+def paired_markdown(primary: list[dict], score: str, aggregate: str) -> list[str]:
+    """The trial scores the primary intervals read, one row per seed, and each pair's tally."""
+    table: dict[str, dict[int, float]] = {}
+    for r in primary:
+        for i, name in enumerate(r["pair"]):
+            table.setdefault(name, {}).update((s, x[i]) for s, x in zip(r["seeds"], r["scores"]))
+    seeds = sorted({s for column in table.values() for s in column})
+    if not seeds:
+        return []
+    what = ("the final evaluation's" if score == "eval" else "the last-100 training return's")
+    lines = ["### Scores paired by seed", "",
+             f"Each trial's score as the plan reads it ({what} {aggregate} over the trial's "
+             "tasks).", "",
+             "| seed | " + " | ".join(table) + " |", "| ---: |" + " ---: |" * len(table)]
+    lines += [f"| {s} | " + " | ".join(_score(column.get(s)) for column in table.values()) + " |"
+              for s in seeds]
+    lines.append("| mean | " + " | ".join(_score(float(np.mean(list(c.values()))) if c else None)
+                                          for c in table.values()) + " |")
+    lines.append("")
+    for r in primary:
+        if not r["seeds"]:
+            continue
+        above = [s for s, (x, y) in zip(r["seeds"], r["scores"]) if x > y]
+        below = [s for s, (x, y) in zip(r["seeds"], r["scores"]) if x < y]
+        lines.append(f"- {r['pair'][0]} above {r['pair'][1]} at {len(above)} of "
+                     f"{len(r['seeds'])} seed(s)"
+                     + (f"; below at seed(s) {', '.join(map(str, below))}" if below else "")
+                     + (f"; tied at {len(r['seeds']) - len(above) - len(below)}"
+                        if len(above) + len(below) < len(r["seeds"]) else "") + ".")
+    return lines + [""]

@@ -42,3 +42,23 @@ def test_primary_intervals_pair_by_seed_and_split_alpha():
     assert ab["alpha"] == ac["alpha"] == 0.05 and ac["seeds"] == [0, 1]
     assert ab["estimate"] == pytest.approx(8.0) and ab["excludes_null"] and not ac["excludes_null"]
     assert not plan_mod.decided([ab, ac]) and plan_mod.decided([ab])
+
+
+def test_the_report_shows_the_scores_the_intervals_read_paired_by_seed():
+    """One row per seed with each pair's two scores, a mean row, and each pair's tally."""
+    plan = plan_mod.PlanSpec(pairs=[["t", "lin"], ["l", "lin"]], statistic="win")
+    scores = {"lin": {0: 65.03, 1: 68.13, 2: 73.5}, "t": {0: 72.74, 1: 72.64, 2: 74.1},
+              "l": {0: 70.0, 1: 66.7, 2: 73.5}}
+    primary = plan_mod.primary_intervals(plan, scores, [0, 1, 2])
+    assert primary[1]["scores"] == [[70.0, 65.03], [66.7, 68.13], [73.5, 73.5]]
+    lines = plan_mod.paired_markdown(primary, "eval", "mean")
+    assert "| seed | t | lin | l |" in lines
+    assert "| 0 | 72.7 | 65.0 | 70.0 |" in lines and "| 1 | 72.6 | 68.1 | 66.7 |" in lines
+    assert "| mean | 73.2 | 68.9 | 70.1 |" in lines
+    assert "- t above lin at 3 of 3 seed(s)." in lines
+    assert "- l above lin at 1 of 3 seed(s); below at seed(s) 1; tied at 1." in lines
+    big = plan_mod.primary_intervals(plan, {"t": {0: 1737.4}, "lin": {0: 0.9551},
+                                            "l": {}}, [0])
+    assert "| 0 | 1,737 | 0.955 |  |" in plan_mod.paired_markdown(big, "train", "mean")
+    assert plan_mod.paired_markdown(plan_mod.primary_intervals(plan, {}, [0]), "eval",
+                                    "mean") == []

@@ -37,3 +37,12 @@ def test_publish_copies_what_the_report_shows_and_drops_what_it_no_longer_does(t
     assert not stale.exists()
     assert (tmp_path / "s.png").read_bytes() == b"final_scores"
     assert (tmp_path / "s.md").read_text() == "![a](s_learning_curves.png)\n![b](s.png)\n"
+
+
+def test_a_partial_report_names_whole_seeds_left_out_as_ranges():
+    from scripts.report import left_out
+
+    unfinished = ["a-seed5", *(f"{v}-seed{s}" for s in (6, 7, 9) for v in "abc")]
+    finished = ["a-seed0", "b-seed0", "c-seed0", "b-seed5", "c-seed5"]
+    assert left_out(unfinished, finished) == "a-seed5, seeds 6-7, seed 9 (every variant)"
+    assert left_out(["x-seed1"], ["x-seed0"]) == "x-seed1"  # one variant: trials by name
