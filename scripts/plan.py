@@ -26,6 +26,7 @@ per-seed scores, in the order of the ``seeds`` list; every other pair is explora
 from __future__ import annotations
 
 import json
+import math
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -236,8 +237,10 @@ def _num(x) -> str:
 
 
 def _score(x) -> str:
-    """A score with the digits its size needs: 1,737 / 74.1 / 0.955."""
-    return ("" if x is None else f"{x:,.0f}" if abs(x) >= 1000 else f"{x:.1f}" if abs(x) >= 10
+    """A score with the digits its size needs: 1,737 / 74.1 / 0.955 (halves round up)."""
+    if x is None:
+        return ""
+    return (f"{math.floor(x + 0.5):,}" if abs(x) >= 1000 else f"{x:.1f}" if abs(x) >= 10
             else f"{x:.3g}")
 
 
