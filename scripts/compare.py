@@ -353,7 +353,7 @@ def run_compare(path: str, dry_run: bool = False, max_concurrent: int | None = N
     if max_concurrent is not None and max_concurrent < 1:
         raise ConfigError(f"--max-concurrent must be at least 1, got {max_concurrent}")
     spec, trials, out_dir = load_spec(path, out)
-    for line in records.bring_back(spec, trials, out_dir, dry_run):
+    for line in records.bring_back(spec, trials, out_dir, dry_run, out is not None):
         if dry_run or not quiet:
             say(line)
     if out is not None and (spec.publish.path or spec.csv.path or spec.keep):

@@ -52,11 +52,13 @@ def check(spec) -> None:
                           "kept record does not have; drop keep or pbt")
 
 
-def bring_back(spec, trials, out: Path, dry_run: bool) -> list[str]:
+def bring_back(spec, trials, out: Path, dry_run: bool, elsewhere: bool = False) -> list[str]:
     """Before a compare (``spec``) runs: rebuild from its table, then restore, what is kept.
 
     With ``dry_run`` nothing is written: one line counts the records a run would restore.
-    Returns the lines to show.
+    ``elsewhere`` (``--out`` on the command line): the study's kept records and table are
+    read but not written; records the table rebuilds go under ``out``. Returns the lines to
+    show.
     """
     if not spec.keep:
         return []
@@ -65,8 +67,14 @@ def bring_back(spec, trials, out: Path, dry_run: bool) -> list[str]:
                 and not (t.dir / "summary.json").is_file() for t in trials)
         return [f"{n} trial(s) have kept records in {spec.keep}: the compare restores them when "
                 "it runs (listed as new here)"] if n else []
-    return (from_table(trials, spec.csv, spec.keep, spec.evaluate.episodes, spec.plan.score)
-            + restore(trials, spec.keep, out, spec.evaluate.episodes))
+    episodes = spec.evaluate.episodes
+    if not elsewhere:
+        return (from_table(trials, spec.csv, spec.keep, episodes, spec.plan.score)
+                + restore(trials, spec.keep, out, episodes))
+    rebuilt = str(out / "records_from_table")
+    return (restore(trials, spec.keep, out, episodes)
+            + from_table(trials, spec.csv, rebuilt, episodes, spec.plan.score)
+            + restore(trials, rebuilt, out, episodes))
 
 
 def record(run_dir: Path) -> dict | None:

@@ -46,11 +46,26 @@ def write_compare(tmp_path, **changes) -> Path:
 
 
 def test_a_run_with_out_leaves_the_studys_own_files(tmp_path, capsys):
-    path = write_compare(tmp_path, publish={"path": "pub/tiny"}, keep="kept",
-                         csv={"path": "tiny.csv", "columns": {"seed": "seed"}})
-    run_compare(str(path), dry_run=True, out=str(tmp_path / "elsewhere"))
-    assert ("leaves the study's report pub/tiny.md, table tiny.csv, records kept as they are"
-            in capsys.readouterr().err)
+    """The study's table holds every trial, so the report has trials to write."""
+    columns = ["variant", "seed", "frames", "task", "score", "train_return"]
+    table = ",".join(columns) + "\n" + "".join(
+        f"hidden-size-{w},{seed},400,MiniGrid-Empty-5x5-v0,0.9,0.9\n"
+        for w in (16, 32) for seed in (0, 1))
+    study = {"pub/tiny.md": "published", "tiny.csv": table, "kept/notes.txt": "kept"}
+    for name, text in study.items():
+        (tmp_path / name).parent.mkdir(exist_ok=True)
+        (tmp_path / name).write_text(text)
+    path = write_compare(tmp_path, publish={"path": str(tmp_path / "pub" / "tiny")},
+                         keep=str(tmp_path / "kept"),
+                         csv={"path": str(tmp_path / "tiny.csv"),
+                              "columns": {c: c for c in columns}})
+    run_compare(str(path), report_only=True, out=str(tmp_path / "elsewhere"))
+    err = capsys.readouterr().err
+    assert "leaves the study's report" in err and "records" in err
+    assert {name: (tmp_path / name).read_text() for name in study} == study
+    assert sorted(p.name for p in (tmp_path / "kept").iterdir()) == ["notes.txt"]
+    assert (tmp_path / "elsewhere" / "report.md").is_file()
+    assert (tmp_path / "elsewhere" / "results.csv").is_file()
 
 
 def test_a_bad_publish_section_is_refused_in_one_line(tmp_path):

@@ -54,6 +54,9 @@ def test_copying_continued_run_trains_the_same_model_and_keeps_one_curve(tmp_pat
     small = SMALL[:1] + [core] + SMALL[2:]
     straight = copying.main(small + ["--steps", "6", "--out", str(tmp_path / "a")])
     copying.main(small + ["--steps", "3", "--out", str(tmp_path / "b")])
+    # the end of the short run is saved (step 3, between evaluations at 2 and 4), so the
+    # continued run starts there, not from the evaluation checkpoint at step 2
+    assert torch.load(tmp_path / "b" / f"{core}-seed0.pt", weights_only=False)["step"] == 3
     curve = tmp_path / "b" / f"{core}-seed0.csv"
     with curve.open("a") as f:  # a point written after the last checkpoint, by a killed run
         f.write("4,0.0,9,0,9,0\n")
@@ -90,6 +93,8 @@ def test_copying_ctrl_c_stops_at_a_step_boundary_and_continues_the_same_run(tmp_
     monkeypatch.setattr(copying, "copying_batch", ctrl_c_during_the_third)
     (row,) = copying.main(SMALL + ["--steps", "6", "--out", str(tmp_path / "b")])
     assert row["stopped"] and row["steps"] == 3
+    # Ctrl-C saved step 3 (the last evaluation's checkpoint is step 2)
+    assert torch.load(tmp_path / "b" / "lstm-seed0.pt", weights_only=False)["step"] == 3
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
     monkeypatch.setattr(copying, "copying_batch", batches)
     continued = copying.main(SMALL + ["--steps", "6", "--out", str(tmp_path / "b")])
