@@ -7,7 +7,6 @@ import json
 import pytest
 import torch
 
-from agents.agent import Agent
 from learners.config import load_config
 from learners.run_dir import RunDir
 from learners.trainer import Trainer
@@ -16,20 +15,22 @@ from tests.conftest import small_overrides
 
 def test_agents_with_different_cores_and_heads_share_the_torso_at_one_seed(tmp_path):
     """The learner seeds torch with run.seed and the agent builds its torso first."""
-    from scripts.param_match import _spaces
+    from envs.runner import EnvRunner
+    from learners.learner import Learner
 
-    torsos = []
-    for core, head in (("lstm", "linear"), ("alstm", "multiplicative"), ("mi_lstm", "linear")):
-        cfg = load_config(None, small_overrides(tmp_path, **{"agent.core": core,
-                                                             "agent.head": head}))
-        shapes, vocab, actions, tasks = _spaces(cfg.env)  # as a runner reads them
-        torch.manual_seed(cfg.run.seed)
-        torsos.append(Agent(cfg.agent, shapes, actions, tasks, vocab).torso.state_dict())
+    def torso(seed: int, core: str, head: str, before: int) -> dict:
+        cfg = load_config(None, small_overrides(tmp_path, **{
+            "run.seed": seed, "agent.core": core, "agent.head": head}))
+        spec = EnvRunner(cfg.env, cfg.agent, envs_per_runner=1, unroll_length=5).spec()
+        torch.manual_seed(before)  # torch's state before the learner: it must not matter
+        return Learner(cfg, spec).agent.torso.state_dict()
+
+    torsos = [torso(0, "lstm", "linear", 11), torso(0, "alstm", "multiplicative", 12),
+              torso(0, "mi_lstm", "linear", 13)]
     for other in torsos[1:]:
         assert other.keys() == torsos[0].keys()
         assert all(torch.equal(other[k], torsos[0][k]) for k in other)
-    torch.manual_seed(1)  # another seed, other weights: the check can fail
-    different = Agent(cfg.agent, shapes, actions, tasks, vocab).torso.state_dict()
+    different = torso(1, "lstm", "linear", 11)  # another run.seed, other weights
     assert not all(torch.equal(different[k], torsos[0][k]) for k in different)
 
 
