@@ -140,12 +140,17 @@ def test_runner_episodic_life_resets_the_core_but_reports_whole_games():
 def test_same_seed_same_experience_on_the_vector_env():
     # dqn's no-op starts and machado's sticky actions both draw from seeded generators.
     for protocol in ("dqn", "machado"):
-        a, b = (EnvRunner(EnvConfig(suite="atari", game="Pong", protocol=protocol), AGENT,
-                          envs_per_runner=2, unroll_length=40, seed=7) for _ in range(2))
+        a, b, c = (EnvRunner(EnvConfig(suite="atari", game="Pong", protocol=protocol), AGENT,
+                             envs_per_runner=2, unroll_length=40, seed=seed)
+                   for seed in (7, 7, 8))
         weights = {k: v.clone() for k, v in a.agent.state_dict().items()}
-        ta, tb = a.rollout(weights, 0), b.rollout(weights, 0)
+        ta, tb, tc = (r.rollout(weights, 0) for r in (a, b, c))
         np.testing.assert_array_equal(ta.action, tb.action)
         np.testing.assert_array_equal(ta.obs["pixels"], tb.obs["pixels"])
+        # another seed, other experience: the runner does use its seed
+        assert not np.array_equal(ta.action, tc.action)
+        if protocol == "dqn":  # its no-op starts differ by seed, so the screens do
+            assert not np.array_equal(ta.obs["pixels"], tc.obs["pixels"])
 
 
 def test_multitask_runner_steps_one_vector_env_per_game():

@@ -90,15 +90,6 @@ def test_every_trial_is_validated_before_anything_runs(tmp_path, capsys):
     assert "unknown config key 'matrx'" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("path", sorted([*ROOT.glob("configs/compare_*.yaml"),
-                                         *ROOT.glob("configs/study_*.yaml")]),
-                         ids=lambda p: p.stem)
-def test_every_shipped_compare_file_is_valid(path, tmp_path):
-    """Each shipped compare or study file loads: keys, trials' configs, plan, match_params."""
-    spec, trials, _ = load_spec(path, out=str(tmp_path / "out"))
-    assert trials and len(trials) == len({t.slug for t in trials})
-
-
 def test_dry_run_lists_trials_and_their_run_dirs(tmp_path, capsys):
     path = write_compare(tmp_path)
     assert main([str(path), "--dry-run"]) == 0
@@ -137,12 +128,11 @@ def test_progress_line_counts_trial_hours_left_at_each_variants_pace(tmp_path):
     behind = {"hidden-size-16-seed0": target, "hidden-size-16-seed1": target // 2,
               "hidden-size-32-seed0": target, "hidden-size-32-seed1": 0}
     line = progress_line(trials, status, behind, may_stop=True)
-    # width 16: 5,400 s over 1.5 targets' frames; width 32: 7,200 s over one target's
-    hours = (0.5 * target * 5400 / (1.5 * target) + target * 7200 / target) / 3600
+    # left: half of width 16's trial at its 5,400 s per 1.5 targets (0.5 h) and width 32's
+    # whole trial at 7,200 s per target (2 h)
     assert line == (f"progress: 2 of 4 trial(s) done, 1 to resume, 1 new; {int(2.5 * target):,} "
-                    f"of {4 * target:,} frames trained (62%); about {hours:,.1f} trial-hours "
+                    f"of {4 * target:,} frames trained (62%); about 2.5 trial-hours "
                     "left at the pace so far; the stopping rule may end it sooner")
-    assert hours == 2.5
 
 
 def test_a_seed_axis_in_the_matrix_is_the_seeds_list(tmp_path):
@@ -336,8 +326,10 @@ def test_ctrl_c_to_the_process_group_leaves_each_trial_its_checkpoint(tmp_path):
     deadline = time.time() + 180
     while time.time() < deadline and not (log.exists() and "fps" in log.read_text()):
         time.sleep(0.5)
+    training = log.exists() and "fps" in log.read_text()
     os.killpg(proc.pid, signal.SIGINT)
     _, err = proc.communicate(timeout=240)
+    assert training, f"the trial logged no training within 180 s: {err[-2000:]}"
     assert proc.returncode == 130, err
     ckpt = RunDir(log.parent).latest_checkpoint()
     assert ckpt is not None, log.read_text()[-2000:]

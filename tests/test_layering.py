@@ -182,13 +182,41 @@ def test_a_handle_method_the_wrapped_class_lacks_or_calls_otherwise_fails_at_def
                 """One parameter short."""
 
 
-def test_every_actor_handle_calls_methods_its_class_has():
-    """Importing the handles runs the check; each wraps a class and calls at least one method."""
-    from learners.handles import HANDLES
+def test_an_actor_handle_calling_a_method_its_class_lacks_fails_at_import():
+    """A misspelt method, or one whose parameters differ, fails where the handle is defined.
 
-    for handle in HANDLES:
-        methods = [f.remote_method for f in vars(handle).values() if hasattr(f, "remote_method")]
-        assert methods and all(callable(getattr(handle.wraps, m)) for m in methods), handle
+    Not on a remote call at run time.
+    """
+    import pytest
+
+    from learners.handles import HANDLES, ActorHandle, get, remote
+
+    class Wrapped:
+        def rollout(self, weights, version):
+            return weights, version
+
+    with pytest.raises(AttributeError, match="Wrapped has no method 'rolout'"):
+        class Misspelt(ActorHandle):
+            wraps = Wrapped
+
+            @remote
+            def rolout(self, weights, version): ...
+    with pytest.raises(TypeError, match="differ in parameters"):
+        class OtherArguments(ActorHandle):
+            wraps = Wrapped
+
+            @remote
+            def rollout(self, weights): ...
+
+    class Right(ActorHandle):
+        wraps = Wrapped
+
+        @remote
+        def rollout(self, weights, version): ...
+
+    assert get(Right(Wrapped(), in_process=True).rollout(1, 2)) == (1, 2)
+    for handle in HANDLES:  # each shipped handle calls at least one method
+        assert any(hasattr(f, "remote_method") for f in vars(handle).values()), handle
 
 
 def test_the_mira_commands_never_import_the_paper_checks():
