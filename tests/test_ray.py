@@ -139,7 +139,7 @@ def test_an_address_where_no_cluster_answers_fails_fast(tmp_path):
     out = subprocess.run([sys.executable, "-m", "scripts.cli", "train",
                           str(root / "configs/impala_minigrid.yaml"), *overrides],
                          cwd=root, capture_output=True, text=True, timeout=60)
-    assert out.returncode == 2 and time.time() - start < 15
+    assert out.returncode == 2 and time.time() - start < 30  # a socket probe, not Ray's GCS wait
     assert out.stderr.strip().splitlines()[-1].startswith(
         "mira: error: runtime.address=127.0.0.1:1: no Ray cluster answers")
 
