@@ -22,7 +22,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-import re
 import time
 import warnings
 from pathlib import Path
@@ -33,6 +32,7 @@ from envs import statistics as st
 from learners.logbook import duration
 from scripts import plan as plan_mod
 from scripts import publish, records, results_csv
+from scripts import trials as trials_mod
 
 # What a compare file's ``threshold:`` is read on: the last-100 mean training return (raw, in
 # the game's own points), whether or not the report's curves show normalised scores.
@@ -278,34 +278,6 @@ def per_task_markdown(variants: list[dict]) -> list[str]:
     return lines
 
 
-def left_out(unfinished: list[str], finished: list[str]) -> str:
-    """The unfinished trials, whole seeds as ranges: "a-seed5, seeds 6-19 (every variant)".
-
-    A seed whose every variant is unfinished is named once; the others' trials by name.
-    """
-    def split(slug: str) -> tuple[str, int | None]:
-        m = re.fullmatch(r"(.+)-seed(\d+)", slug)
-        return (m[1], int(m[2])) if m else (slug, None)
-
-    variants = {split(s)[0] for s in [*unfinished, *finished]}
-    by_seed: dict[int | None, list[str]] = {}
-    for slug in unfinished:
-        by_seed.setdefault(split(slug)[1], []).append(slug)
-    whole = sorted(s for s, slugs in by_seed.items()
-                   if s is not None and len(slugs) == len(variants) > 1)
-    named = [slug for s, slugs in by_seed.items() if s not in whole for slug in slugs]
-    runs: list[list[int]] = []
-    for s in whole:
-        if runs and s == runs[-1][-1] + 1:
-            runs[-1].append(s)
-        else:
-            runs.append([s])
-    spans = [f"seed {r[0]}" if len(r) == 1 else f"seeds {r[0]}-{r[-1]}" for r in runs]
-    if spans:
-        named.append(", ".join(spans) + " (every variant)")
-    return ", ".join(named)
-
-
 def markdown(res: dict) -> str:
     """The text of ``report.md`` for ``collect``'s results.
 
@@ -325,7 +297,8 @@ def markdown(res: dict) -> str:
     if res.get("unfinished"):
         lines += [f"**Partial report** (`mira compare --report`): {len(res['unfinished'])} "
                   "trial(s) not finished and evaluated yet are left out: "
-                  + left_out(res["unfinished"], [r["trial"] for r in res["trials"]]) + ".", ""]
+                  + trials_mod.left_out(res["unfinished"], [r["trial"] for r in res["trials"]])
+                  + ".", ""]
     if restored := [r["trial"] for r in res["trials"] if r.get("restored") == "record"]:
         lines += [f"{len(restored)} trial(s) restored from their kept records (scores, curves and "
                   "times as they were; no checkpoint to resume or re-evaluate): "

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import re
 import sys
 import time
 from pathlib import Path
@@ -214,3 +215,31 @@ def schedule_notes(trials, status: dict) -> list[str]:
             notes.setdefault(note, []).append(t.slug)
     return [f"note: {len(slugs)} trial(s) resume off their schedule ({slugs[0]}"
             f"{', ...' if len(slugs) > 1 else ''}): {note}" for note, slugs in notes.items()]
+
+
+def left_out(unfinished: list[str], finished: list[str]) -> str:
+    """The unfinished trials, whole seeds as ranges: "a-seed5, seeds 6-19 (every variant)".
+
+    A seed whose every variant is unfinished is named once; the others' trials by name.
+    """
+    def split(slug: str) -> tuple[str, int | None]:
+        m = re.fullmatch(r"(.+)-seed(\d+)", slug)
+        return (m[1], int(m[2])) if m else (slug, None)
+
+    variants = {split(s)[0] for s in [*unfinished, *finished]}
+    by_seed: dict[int | None, list[str]] = {}
+    for slug in unfinished:
+        by_seed.setdefault(split(slug)[1], []).append(slug)
+    whole = sorted(s for s, slugs in by_seed.items()
+                   if s is not None and len(slugs) == len(variants) > 1)
+    named = [slug for s, slugs in by_seed.items() if s not in whole for slug in slugs]
+    runs: list[list[int]] = []
+    for s in whole:
+        if runs and s == runs[-1][-1] + 1:
+            runs[-1].append(s)
+        else:
+            runs.append([s])
+    spans = [f"seed {r[0]}" if len(r) == 1 else f"seeds {r[0]}-{r[-1]}" for r in runs]
+    if spans:
+        named.append(", ".join(spans) + " (every variant)")
+    return ", ".join(named)

@@ -40,7 +40,7 @@ def test_publish_copies_what_the_report_shows_and_drops_what_it_no_longer_does(t
 
 
 def test_a_partial_report_names_whole_seeds_left_out_as_ranges():
-    from scripts.report import left_out
+    from scripts.trials import left_out
 
     unfinished = ["a-seed5", *(f"{v}-seed{s}" for s in (6, 7, 9) for v in "abc")]
     finished = ["a-seed0", "b-seed0", "c-seed0", "b-seed5", "c-seed5"]
