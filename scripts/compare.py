@@ -84,6 +84,7 @@ from scripts.trial_runner import ResourcesSpec, actor_cpus, run_jobs_on_ray
 from scripts.trials import (
     eval_is_current,
     flatten,
+    left_out,
     make_job,
     needs_work,
     override,
@@ -331,8 +332,7 @@ def _partial_report(spec: CompareSpec, trials: list[Trial], out_dir: Path, statu
         results = write_report(out_dir, spec, ready, failed, trials[0].cfg.run.total_frames,
                                unfinished)
     if not quiet:
-        shown = ", ".join(unfinished[:4]) + (f" and {len(unfinished) - 4} more (listed in the "
-                                              "report)" if len(unfinished) > 4 else "")
+        shown = left_out(unfinished, [t.slug for t in ready])
         say(f"wrote {out_dir / 'report.md'}: {len(ready)} of {len(trials)} trial(s) finished and "
             f"evaluated" + (f", {len(failed)} failed" if failed else "")
             + (f"; left out: {shown}" if unfinished else "")
