@@ -16,6 +16,7 @@ from pathlib import Path
 
 from learners.config import ExperimentConfig
 from learners.fleet import gpu_options
+from learners.logbook import duration
 from scripts.trials import request_stop, run_trial, say
 
 
@@ -136,7 +137,10 @@ def run_jobs_on_ray(jobs: list[dict], resources: ResourcesSpec, aggregate: str,
                 agg = (ev or {}).get("aggregates", {}).get(aggregate)
                 score = (f", eval {aggregate} {agg['value']:.3f} (this checkpoint's episodes)"
                          if agg else "")
-                tell(f"finished {job['slug']}: {s['frames']:,} frames, {time.time() - start:.0f}s, "
+                took, total = time.time() - start, s.get("wall_time_s") or 0.0
+                took = duration(took) + (f" this run, {duration(total)} of training in all"
+                                         if total > 1.05 * took + 5 else "")  # resumed
+                tell(f"finished {job['slug']}: {s['frames']:,} frames, {took}, "
                      f"return(last100) {'n/a' if ret is None else f'{ret:.3f}'}{score} "
                      f"[{len(results) + len(failed)}/{len(jobs)}]")
             if running and time.time() - last >= 30.0:
