@@ -77,14 +77,23 @@ def trials_at_once(have: dict, resources: ResourcesSpec, cfg: ExperimentConfig,
 
 
 def _progress(run_dir: Path) -> str:
-    """The newest progress line of a running trial, shortened."""
+    """The newest progress line of a running trial, shortened.
+
+    Frames trained (and their share of the trial's), the speed, the last-100 return and the
+    time the trial has left at its speed so far, as the trial's ``train.log`` last printed them.
+    """
     try:
         lines = [line for line in (run_dir / "train.log").read_text().splitlines()
                  if "return(last100)" in line]
     except OSError:
         return "starting"
-    m = re.search(r"frames\s+([\d,]+).*?return\(last100\)\s+(\S+)", lines[-1]) if lines else None
-    return f"{m.group(1)} frames, return(last100) {m.group(2)}" if m else "starting"
+    m = re.search(r"frames\s+([\d,]+)\s+\(\s*([\d.]+)%\)\s+fps\s+(\d+)"
+                  r".*?return\(last100\)\s+(\S+)(?:.*?eta (.+))?$", lines[-1]) if lines else None
+    if not m:
+        return "starting"
+    frames, share, fps, ret, eta = m.groups()
+    return (f"{frames} frames ({share}%), {fps} frames/s, return(last100) {ret}"
+            + (f", {eta} left" if eta else ""))
 
 
 def run_jobs_on_ray(jobs: list[dict], resources: ResourcesSpec, aggregate: str,

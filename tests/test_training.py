@@ -3,6 +3,7 @@
 import dataclasses
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -118,7 +119,8 @@ def test_lr_schedule_change_names_the_jump_and_only_a_jump():
     assert "constant" in lr_schedule_change(short, const, 500)
 
 
-def test_progress_line_says_frames_return_and_time_left(tmp_path, small_cfg, capsys):
+def test_progress_line_and_compare_reading_it_back(tmp_path, small_cfg, capsys):
+    """The trainer's progress line gives frames, return and time left; compare shows it short."""
     from learners.logbook import duration
 
     cfg = small_cfg(**{"run.total_frames": 400, "run.log_every_s": 1e-3})
@@ -126,6 +128,18 @@ def test_progress_line_says_frames_return_and_time_left(tmp_path, small_cfg, cap
     lines = [x for x in capsys.readouterr().err.splitlines() if x.startswith("[mira] frames")]
     assert lines and all("return(last100)" in x for x in lines)
     assert " eta " in lines[-2] and lines[-1].endswith("eta 0 s")  # the final line: none left
+    # mira compare reads a running trial's newest line back from its train.log
+    from scripts.trial_runner import _progress
+
+    trial = tmp_path / "trial"
+    trial.mkdir()
+    (trial / "train.log").write_text("\n".join(lines[:-1]) + "\n")
+    frames, fps, ret = re.search(r"frames\s+([\d,]+).*fps\s+(\d+).*return\(last100\)\s+(\S+)",
+                                 lines[-2]).groups()
+    share = 100 * int(frames.replace(",", "")) / 400
+    assert _progress(trial) == (f"{frames} frames ({share:.1f}%), {fps} frames/s, "
+                                   f"return(last100) {ret}, {lines[-2].split('eta ')[1]} left")
+    assert _progress(tmp_path / "missing") == "starting"
     assert (duration(95), duration(750), duration(9000)) == ("95 s", "12.5 min", "2.5 h")
 
 
