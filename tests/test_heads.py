@@ -146,3 +146,34 @@ def test_task_id_context_changes_the_output(form):
     # Steps with the same task ID give the same result wherever they sit in the batch.
     same = head(h, torch.full((T, B), 3))[0]
     torch.testing.assert_close(same[0, 0], head(h[:1, :1], torch.full((1, 1), 3))[0][0, 0])
+
+
+@pytest.mark.parametrize("context", ["task_id", "learnt"])
+def test_multiplicative_head_matches_the_paper_written_out_step_by_step(context):
+    """Section 6.1's pi, V = M(h, c), with eq. 1 and the context written out as loops.
+
+    c = relu(A u + a), u the one-hot task ID (Fig. 4b) or the core output h (Fig. 4c);
+    f_k = sum_ij c_i W_ijk h_j + sum_i U_ki c_i + sum_j V_kj h_j + b_k; logits f_0..A-1,
+    value f_A.
+    """
+    head = _make("multiplicative", {"context": context, "form": "full"})
+    _perturb_all(head)
+    h, task_id = _inputs()
+    logits, value = head(h, task_id)
+    A_, a = head.context_net.weight.detach(), head.context_net.bias.detach()
+    W, U = head.mi.W.detach(), head.mi.z_proj.weight.detach()
+    V, b = head.mi.x_proj.weight.detach(), head.mi.x_proj.bias.detach()
+    for t in range(T):
+        for n in range(B):
+            x = h[t, n]
+            u = torch.zeros(K) if context == "task_id" else x
+            if context == "task_id":
+                u[task_id[t, n]] = 1.0
+            c = [max(0.0, float(sum(A_[i, j] * u[j] for j in range(len(u))) + a[i]))
+                 for i in range(len(a))]
+            for k in range(A + 1):
+                f = float(b[k]) + sum(float(V[k, j] * x[j]) for j in range(H))
+                f += sum(c[i] * float(U[k, i]) for i in range(len(c)))
+                f += sum(c[i] * float(W[i, j, k] * x[j]) for i in range(len(c)) for j in range(H))
+                got = (logits[t, n, k] if k < A else value[t, n]).detach()
+                assert abs(float(got) - f) < 1e-4 * max(1.0, abs(f)), (t, n, k)
