@@ -33,6 +33,7 @@ from learners.logbook import duration
 from scripts import plan as plan_mod
 from scripts import publish, records, results_csv
 from scripts import trials as trials_mod
+from scripts.curves import learning_curve
 
 # What a compare file's ``threshold:`` is read on: the last-100 mean training return (raw, in
 # the game's own points), whether or not the report's curves show normalised scores.
@@ -50,23 +51,6 @@ def param_count(run_dir: Path) -> int | None:
         return (records.record(run_dir) or {}).get("params")  # restored from its kept record
     agent = RunDir.load_checkpoint(ckpt)["learner"]["agent"]
     return int(sum(v.numel() for v in agent.values() if hasattr(v, "numel")))
-
-
-def learning_curve(run_dir: Path,
-                   tag: str = "episode_return_mean100") -> tuple[np.ndarray, np.ndarray]:
-    """(frames, value) of ``tag`` from the run's event files, sorted, last value per frame count."""
-    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
-
-    if (kept := records.curve(run_dir, tag)) is not None:  # restored from its kept record
-        return np.array(kept[0], dtype=float), np.array(kept[1], dtype=float)
-    acc = EventAccumulator(str(run_dir), size_guidance={"scalars": 0})
-    acc.Reload()
-    if tag not in acc.Tags().get("scalars", []):
-        return np.zeros(0), np.zeros(0)
-    # a resumed run may repeat steps: keep the last
-    points = {e.step: e.value for e in acc.Scalars(tag)}
-    steps = np.array(sorted(points), dtype=float)
-    return steps, np.array([points[s] for s in sorted(points)], dtype=float)
 
 
 def time_to_threshold(run_dir: Path, tag: str, value: float) -> dict:

@@ -46,3 +46,31 @@ def test_a_partial_report_names_whole_seeds_left_out_as_ranges():
     finished = ["a-seed0", "b-seed0", "c-seed0", "b-seed5", "c-seed5"]
     assert left_out(unfinished, finished) == "a-seed5, seeds 6-7, seed 9 (every variant)"
     assert left_out(["x-seed1"], ["x-seed0"]) == "x-seed1"  # one variant: trials by name
+
+
+def test_curves_are_read_once_per_state_of_the_event_files(tmp_path, monkeypatch):
+    """A compare's looks read a finished trial's curves once; a run that goes on is read again."""
+    from tensorboard.backend.event_processing import event_accumulator
+    from torch.utils.tensorboard import SummaryWriter
+
+    from scripts.curves import learning_curve
+
+    loads = []
+    reload = event_accumulator.EventAccumulator.Reload
+    monkeypatch.setattr(event_accumulator.EventAccumulator, "Reload",
+                        lambda self: loads.append(1) or reload(self))
+    run = tmp_path / "run"
+    with SummaryWriter(str(run)) as w:
+        for step, value in ((100, 1.0), (200, 2.0), (200, 2.5)):  # a resume repeats a step
+            w.add_scalar("episode_return_mean100", value, step)
+            w.add_scalar("wall_time_s", step / 10, step)
+    frames, values = learning_curve(run)
+    assert frames.tolist() == [100, 200] and values.tolist() == [1.0, 2.5]
+    values[:] = 0  # a caller's change stays with the caller
+    assert learning_curve(run)[1].tolist() == [1.0, 2.5]
+    assert learning_curve(run, "wall_time_s")[1].tolist() == [10.0, 20.0]
+    assert len(loads) == 1
+    with SummaryWriter(str(run)) as w:  # the run resumes and logs on
+        w.add_scalar("episode_return_mean100", 3.0, 300)
+    assert learning_curve(run)[0].tolist() == [100, 200, 300] and len(loads) == 2
+    assert learning_curve(run, "no_such_tag")[0].size == 0
