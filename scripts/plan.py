@@ -291,8 +291,13 @@ def markdown(res: dict) -> list[str]:
                      f"{_num(r['estimate'])} | [{_num(r['low'])}, {_num(r['high'])}] | "
                      f"{'yes' if r['excludes_null'] else 'no'} |")
     null = f"{primary[0]['null']:g} (no difference)"
-    lines += ["", f"Decided: every primary interval excludes {null}." if decided(primary)
-              else f"Not decided: some primary interval still contains {null}.", ""]
+    if decided(primary):
+        verdict = f"Decided: every primary interval excludes {null}."
+    else:
+        done = sum(r["excludes_null"] for r in primary)
+        verdict = (f"Not decided: {done} of {k} primary intervals exclude {null}; the study is "
+                   "decided when all do. An interval that excludes it stays so at later looks.")
+    lines += ["", verdict, ""]
     return lines + paired_markdown(primary, p["score"], p["aggregate"])
 
 

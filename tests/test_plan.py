@@ -32,6 +32,13 @@ def test_the_plan_is_kept_as_first_seen_and_later_changes_are_dated(tmp_path):
         text = "\n".join(plan_mod.markdown({"plan": state, "primary": primary}))
         assert f"| excludes {null} |" in text and "| yes |" in text
         assert f"Decided: every primary interval excludes {null} (no difference)." in text
+    # a partly decided study says how many of its pairs are decided
+    plan = plan_mod.PlanSpec(pairs=[["a", "b"], ["a", "c"]], statistic="win")
+    primary = plan_mod.primary_intervals(
+        plan, {"a": {s: 9.0 for s in range(12)}, "b": {s: 1.0 for s in range(12)},
+               "c": {0: 1.0, 1: 1.0}}, list(range(12)))
+    text = "\n".join(plan_mod.markdown({"plan": state, "primary": primary}))
+    assert "Not decided: 1 of 2 primary intervals exclude 0.5 (no difference)" in text
 
 
 def test_primary_intervals_pair_by_seed_and_split_alpha():
