@@ -206,8 +206,16 @@ def from_table(trials, table, keep_dir: str, episodes: int, plan_score: str) -> 
                                     ("frames", "frames" in col), ("task", "task" in col),
                                     ("score", score_key)) if not present]
     if lacking:
-        return [f"{len(missing)} trial(s) have neither a run directory nor a kept record, and "
-                f"{table.path} cannot rebuild them: it has no {', '.join(lacking)} column"]
+        # Trials not yet run (or running) have no rows: only rows beyond the recorded trials'
+        # own can belong to a lost one.
+        with open(table.path, newline="") as f:
+            rows = sum(1 for _ in csv.DictReader(f))
+        recorded = sum(len(build_suite(t.cfg.env).tasks) for t in trials if t not in missing)
+        if rows <= recorded:
+            return []
+        return [f"{table.path} has {rows - recorded} row(s) beyond the trials with a run "
+                f"directory or a kept record, and cannot rebuild them: it has no "
+                f"{', '.join(lacking)} column"]
     # The table's `score` is normalised only where every trial's suite has reference scores
     # (scripts/report.py: collect); `normalized_score` and `return` say what they hold.
     suites = {t.slug: build_suite(t.cfg.env).score_suite for t in trials}

@@ -169,4 +169,7 @@ def test_a_normalised_table_is_rebuilt_as_normalised_scores(tmp_path):
     # A table without a task column cannot rebuild anything, and says so.
     spec.csv.columns.pop("task")
     (line,) = records.from_table(trials, spec.csv, str(tmp_path / "other"), 30, "eval")
-    assert "cannot rebuild them: it has no task column" in line
+    assert "2 row(s) beyond" in line and "cannot rebuild them: it has no task column" in line
+    # ... but only where it holds rows of a trial without its record: seed 0's record is kept
+    # and seed 1 has not run, so nothing is lost and nothing is said.
+    assert records.from_table(trials, spec.csv, spec.keep, 30, "eval") == []
