@@ -3,8 +3,8 @@
 A compare looks after every seed: its report, the published copy and the kept records read
 every finished trial's curves, for several tags. TensorBoard's reader parses a whole
 directory per load (about 2.4 s for a 2e6-frame lab6 trial, whose files hold some 50 tags),
-so the curves a report uses (``records.CURVE_TAGS``) are read once per run directory and
-kept until its event files change.
+so the curves a report uses (``records.CURVE_TAGS``, and ``records.HEALTH_TAGS`` for its
+training health) are read once per run directory and kept until its event files change.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ import numpy as np
 from scripts import records
 
 _READ: dict[Path, tuple[tuple, dict]] = {}  # run dir -> (its event files' state, curves)
+CACHED = records.CURVE_TAGS + records.HEALTH_TAGS  # read together, in one pass of the files
 
 
 def _state(run_dir: Path) -> tuple:
@@ -52,10 +53,10 @@ def learning_curve(run_dir: Path,
     if (kept := records.curve(run_dir, tag)) is not None:  # restored from its kept record
         return np.array(kept[0], dtype=float), np.array(kept[1], dtype=float)
     empty = (np.zeros(0), np.zeros(0))
-    if tag not in records.CURVE_TAGS:
+    if tag not in CACHED:
         return _read(run_dir, [tag]).get(tag, empty)
     key, state = Path(run_dir).resolve(), _state(Path(run_dir))
     if (hit := _READ.get(key)) is None or hit[0] != state:
-        _READ[key] = hit = (state, _read(run_dir, records.CURVE_TAGS))
+        _READ[key] = hit = (state, _read(run_dir, CACHED))
     frames, values = hit[1].get(tag, empty)
     return frames.copy(), values.copy()  # the kept arrays stay as read

@@ -9,7 +9,8 @@ every report the compare writes (``--report`` included) copies, for each trial i
 what the report and the plan read into ``<keep>/<trial>/``: ``summary.json``,
 ``eval.json``, ``config.yaml``, ``meta.json`` and ``record.json`` (the agent's parameter
 count, the checkpoint it was evaluated from, and the learning curves the report draws as
-frames and values per TensorBoard tag), and the compare's ``plan.json`` into ``<keep>/``:
+frames and values per TensorBoard tag, and the training health the report shows), and
+the compare's ``plan.json`` into ``<keep>/``:
 a few kilobytes per trial, meant to be committed with the study. A later run of the same
 compare whose trial directory lacks a ``summary.json`` (a new clone, a machine handed back)
 copies the record back: the trial counts as finished and evaluated at the frames it
@@ -38,6 +39,8 @@ TABLE = "none (rebuilt from the compare's table)"  # a rebuilt record's checkpoi
 # time_to_threshold)
 CURVE_TAGS = ("episode_return_mean100", "normalized_score_mean",
               "normalized_score_capped_mean", "wall_time_s")
+# what the report's training health reads (scripts/health.py); kept as a summary, not curves
+HEALTH_TAGS = ("grad_norm", "entropy", "skipped_updates")
 
 
 def check(spec) -> None:
@@ -92,6 +95,7 @@ def keep(trials, keep_dir: str, out: Path, learning_curve, param_count) -> int:
     trial records were written.
     """
     from learners.run_dir import RunDir
+    from scripts import health  # it reads curves, which read this module
 
     Path(keep_dir).mkdir(parents=True, exist_ok=True)
     if (out / "plan.json").is_file():  # the plan as declared, its changes and its looks
@@ -115,7 +119,8 @@ def keep(trials, keep_dir: str, out: Path, learning_curve, param_count) -> int:
                 curves[tag] = {"frames": [int(f) for f in frames],
                                "values": [round(float(v), 6) for v in values]}
         (dest / RECORD).write_text(json.dumps(
-            {"params": param_count(t.dir), "checkpoint": ckpt.name, "curves": curves}))
+            {"params": param_count(t.dir), "checkpoint": ckpt.name, "curves": curves,
+             "health": health.summary(t.dir)}))
         written += 1
     return written
 

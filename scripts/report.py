@@ -30,8 +30,8 @@ import numpy as np
 
 from envs import statistics as st
 from learners.logbook import duration
+from scripts import health, publish, records, results_csv
 from scripts import plan as plan_mod
-from scripts import publish, records, results_csv
 from scripts import trials as trials_mod
 from scripts.curves import learning_curve
 
@@ -127,6 +127,7 @@ def collect(out: Path, spec, trials, failed: dict, target_frames: int,
             "restored": (None if (kept := records.record(t.dir)) is None
                          else "table" if kept.get("table") else "record"),
             "params": param_count(t.dir), "train_return_mean100": summary["episode_return_mean"],
+            "health": health.summary(t.dir),
             "train_tasks": summary.get("episode_return_mean_per_task") or {},
             "eval": None if ev is None else {"score": ev["score"], "tasks": ev["tasks"],
                                              "aggregates": ev["aggregates"]},
@@ -332,6 +333,7 @@ def markdown(res: dict) -> str:
                      for j, p in enumerate(row)]
             lines.append(f"| {label} | " + " | ".join(cells) + " |")
     lines += threshold_markdown(res)
+    lines += health.markdown(res["trials"], {n: v["label"] for n, v in variants.items()})
     lines += ["", "## Trials", "",
               "| trial | frames | wall time | train return (last 100) | "
               "eval score (mean over tasks) |",

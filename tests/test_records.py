@@ -37,6 +37,7 @@ def test_a_lost_run_directory_is_restored_from_its_kept_record(tmp_path, capsys)
         assert kept == ["config.yaml", "eval.json", "meta.json", "record.json", "summary.json"]
         record = json.loads((keep / t.slug / "record.json").read_text())
         assert record["params"] == params[t.slug] > 0 and record["curves"]
+        assert record["health"]["updates"] > 0  # the training health the report shows
 
     shutil.rmtree(out)  # the machine is handed back with runs/
     capsys.readouterr()
@@ -59,6 +60,9 @@ def test_a_lost_run_directory_is_restored_from_its_kept_record(tmp_path, capsys)
     assert not any(r["restored"] for r in before["trials"])
     assert "4 trial(s) restored from their kept records" in (out / "report.md").read_text()
     assert after["variants"] == before["variants"] and after["primary"] == before["primary"]
+    health = {r["trial"]: r["health"] for r in before["trials"]}
+    assert {r["trial"]: r["health"] for r in after["trials"]} == health  # from the records
+    assert "## Training health" in (out / "report.md").read_text()
     assert _table(table) == rows  # the study's table is whole again, not cut to what ran here
     # A second report does not rewrite the records from the restored copies.
     stamp = {t.slug: (keep / t.slug / "record.json").stat().st_mtime_ns for t in trials}

@@ -1,0 +1,62 @@
+"""A compare's training health (scripts/health.py): bursts, skipped updates, entropy."""
+
+import json
+
+import pytest
+from torch.utils.tensorboard import SummaryWriter
+
+from scripts import health
+from scripts.trials import RECORD
+
+
+def _run(path, norms, entropy, skipped):
+    """A run directory whose event files log one update per 1,000 frames."""
+    with SummaryWriter(str(path)) as w:
+        for i, (g, e, s) in enumerate(zip(norms, entropy, skipped)):
+            w.add_scalar("grad_norm", g, (i + 1) * 1000)
+            w.add_scalar("entropy", e, (i + 1) * 1000)
+            w.add_scalar("skipped_updates", s, (i + 1) * 1000)
+    return path
+
+
+def test_a_trial_whose_updates_burst_is_counted_and_named(tmp_path):
+    n = 40
+    norms = [1.0] * n
+    norms[10], norms[30] = 11.0, 3e8  # two bursts over 10x the median; 9.9x is not one
+    norms[20] = 9.9
+    burst = _run(tmp_path / "a-seed0", norms, [2.8] * n, [0] * 35 + [1] * 5)
+    h = health.summary(burst)
+    assert h == {"updates": n, "grad_norm_median": 1.0, "grad_norm_max": pytest.approx(3e8),
+                 "bursts": 2, "first_burst_frames": 11_000, "skipped": 1,
+                 "entropy_first": pytest.approx(2.8), "entropy_last": pytest.approx(2.8)}
+    calm = health.summary(_run(tmp_path / "b-seed0", [0.5] * n,
+                               [2.0 - i / n for i in range(n)], [0] * n))
+    assert calm["bursts"] == 0 and calm["first_burst_frames"] is None and calm["skipped"] == 0
+    # the first and last 5% of 40 logged updates: two each
+    assert calm["entropy_first"] == pytest.approx(1.9875)
+    assert calm["entropy_last"] == pytest.approx(1.0375)
+    rows = [{"trial": "a-seed0", "variant": "a", "health": h},
+            {"trial": "b-seed0", "variant": "b", "health": calm},
+            {"trial": "c-seed0", "variant": "c", "health": None}]  # rebuilt from a table
+    text = "\n".join(health.markdown(rows, {"a": "variant a"}))
+    assert "| variant a | 1 | 1 (1-1) | 3.0e+08 | 1 | 1 | 2.80 -> 2.80 |" in text
+    assert "| b | 1 |" in text and "| c |" not in text
+    assert ("- a-seed0: 2 of 40 logged updates over 10x its median norm 1 (largest 3.0e+08), "
+            "the first at 11,000 frames; 1 skipped; entropy 2.80 -> 2.80.") in text
+    assert "b-seed0:" not in text
+    clean = "\n".join(health.markdown(rows[1:], {}))
+    assert "No trial had a burst or a skipped update." in clean
+    assert health.markdown(rows[2:], {}) == []  # nothing logged: no section
+
+
+def test_a_restored_trial_reads_its_health_from_its_record(tmp_path):
+    run = tmp_path / "r-seed0"
+    run.mkdir()
+    kept = {"updates": 3, "grad_norm_median": 0.5, "grad_norm_max": 0.7, "bursts": 0,
+            "first_burst_frames": None, "skipped": 0, "entropy_first": 1.0, "entropy_last": 0.5}
+    (run / RECORD).write_text(json.dumps({"params": 1, "curves": {}, "health": kept}))
+    assert health.summary(run) == kept
+    (run / RECORD).write_text(json.dumps({"params": 1, "curves": {}}))  # kept before health
+    assert health.summary(run) is None
+    (tmp_path / "empty").mkdir()
+    assert health.summary(tmp_path / "empty") is None  # no event files, no record
