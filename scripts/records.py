@@ -85,17 +85,16 @@ def record(run_dir: Path) -> dict | None:
     return read_json(Path(run_dir) / RECORD)
 
 
-def keep(trials, keep_dir: str, out: Path, learning_curve, param_count) -> int:
+def keep(trials, keep_dir: str, out: Path, learning_curve, param_count, health) -> int:
     """Copy each finished trial's record, and the compare's ``plan.json``, into ``keep_dir``.
 
     ``trials`` are compare ``Trial``s the report holds (finished, evaluated where the compare
-    evaluates); ``out`` the compare's output directory; ``learning_curve(run_dir, tag)`` and
-    ``param_count(run_dir)`` read a run as the report does (``scripts/report.py``, which
-    calls this). A trial restored from a record has nothing new to keep. Returns how many
-    trial records were written.
+    evaluates); ``out`` the compare's output directory; ``learning_curve(run_dir, tag)``,
+    ``param_count(run_dir)`` and ``health(run_dir)`` read a run as the report does
+    (``scripts/report.py``, which calls this). A trial restored from a record has nothing new
+    to keep. Returns how many trial records were written.
     """
     from learners.run_dir import RunDir
-    from scripts import health  # it reads curves, which read this module
 
     Path(keep_dir).mkdir(parents=True, exist_ok=True)
     if (out / "plan.json").is_file():  # the plan as declared, its changes and its looks
@@ -120,7 +119,7 @@ def keep(trials, keep_dir: str, out: Path, learning_curve, param_count) -> int:
                                "values": [round(float(v), 6) for v in values]}
         (dest / RECORD).write_text(json.dumps(
             {"params": param_count(t.dir), "checkpoint": ckpt.name, "curves": curves,
-             "health": health.summary(t.dir)}))
+             "health": health(t.dir)}))
         written += 1
     return written
 

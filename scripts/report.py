@@ -470,5 +470,5 @@ def write_report(out: Path, spec, trials, failed: dict, target_frames: int,
     plot(out, res, curves, ylabel)
     publish.write(out, spec.publish)
     if spec.keep:
-        records.keep(trials, spec.keep, out, learning_curve, param_count)
+        records.keep(trials, spec.keep, out, learning_curve, param_count, health.summary)
     return res
