@@ -5,10 +5,11 @@ is worse once trained. The report's "Training health" section reads, for each tr
 learner's logged updates (``records.HEALTH_TAGS``): the pre-clip gradient norm, the updates
 skipped as non-finite (a running total), and the policy's entropy. A **burst** is a logged
 update whose pre-clip norm is over ``BURST`` times the trial's median; the learner clips
-every update to ``learner.optimizer.max_grad_norm``, so a burst does not move the weights
-further than any other update, but its direction is set by whatever blew up. Trials with
-bursts or skipped updates are listed by name; entropy is shown over the first and the last
-5% of logged updates, so a policy that never left uniform shows the same number twice.
+every gradient to ``learner.optimizer.max_grad_norm`` before the optimizer sees it, so a
+burst's size does not reach the weights, but its direction, set by whatever blew up, does.
+Trials with bursts or skipped updates are listed by name; entropy is shown over the first
+and the last 5% of logged updates, so a policy that never left uniform shows the same
+number twice.
 """
 
 from __future__ import annotations
