@@ -59,3 +59,19 @@ def test_checkpoint_command_takes_several_run_dirs(tmp_path, capsys):
     assert atari_probe.main(["checkpoint", str(tmp_path / "a"), str(tmp_path / "a")]) == 0
     out = capsys.readouterr().out
     assert out.count("inactive on all") == 2 and out.count("spread across the frames of each") == 2
+
+
+def test_checkpoint_every_probes_each_kept_checkpoint(tmp_path, capsys):
+    # A checkpoint at every update, the last three kept: one row each, fewest frames first.
+    cfg = load_config(ROOT / "configs/impala_atari_paper.yaml", SMALL + [
+        f"run.dir={tmp_path / 'pong'}", "run.total_frames=800", "runtime.num_runners=0",
+        "runtime.envs_per_runner=4", "learner.batch_size=4", "learner.unroll_length=10",
+        "run.checkpoint_every_s=1e-6", "run.keep_checkpoints=3"])
+    Trainer(cfg, RunDir.create(cfg, None), quiet=True).train()
+    paths = RunDir.open(tmp_path / "pong").checkpoint_paths()
+    assert len(paths) == 3
+    assert atari_probe.main(["checkpoint", "--every", str(tmp_path / "pong")]) == 0
+    rows = [line for line in capsys.readouterr().out.splitlines()
+            if line.startswith("| ") and line[2].isdigit()]
+    assert [int(row.split("|")[1].replace(",", "")) for row in rows] == [
+        RunDir.frames_of(p) for p in paths]

@@ -20,6 +20,10 @@
     across the frames of each task: the spread over all frames also moves with the task ID
     alone (a task-ID head changes its policy per task whatever it sees), the spread within a
     task does not.
+``python -m scripts.papers.atari_probe checkpoint --every RUN_DIR``
+    The same probe on each checkpoint the run kept, fewest frames first, then a table with
+    one row per checkpoint: when a run's torso collapsed, or its policy stopped reading the
+    screen (``run.keep_checkpoints`` sets how many a run keeps; the rest are deleted).
 """
 
 from __future__ import annotations
@@ -104,11 +108,11 @@ def readout(config: str, overrides: list[str], updates: int, T: int = 20, B: int
     return history
 
 
-def checkpoint(run_dir: str, envs: int | None = None) -> dict:
-    """The ``checkpoint`` probe: do the policy and value of a run's last checkpoint read the screen?
+def checkpoint(run_dir: str, envs: int | None = None, path=None) -> dict:
+    """The ``checkpoint`` probe: do the policy and value of a run's checkpoint read the screen?
 
     Plays 4 unrolls of ``envs`` envs (default 8, or 2 per task in a multitask suite) with the
-    last checkpoint in ``run_dir``; returns (and prints) the statistics listed in the module
+    checkpoint ``path`` (default: the last one in ``run_dir``); returns (and prints) the statistics listed in the module
     docstring, plus ``replay_error``: the largest gap between the runner's logits and the
     probe's own replay of the same stream, which checks the probe's path through the agent
     and should be about 0. ``policy_spread_per_task`` maps each task's name to the mean over
@@ -118,7 +122,7 @@ def checkpoint(run_dir: str, envs: int | None = None) -> dict:
     from learners.run_dir import RunDir
 
     run = RunDir.open(run_dir)
-    path = run.latest_checkpoint()
+    path = run.latest_checkpoint() if path is None else path
     if path is None:
         raise SystemExit(f"atari_probe checkpoint: {run_dir} has no checkpoint yet")
     state = RunDir.load_checkpoint(path)
@@ -166,7 +170,7 @@ def checkpoint(run_dir: str, envs: int | None = None) -> dict:
                 for k in sorted(set(task_of.tolist()))}
     inactive = lambda x, dims: float(((x > 0).float().amax(dims) == 0).float().mean())  # noqa: E731
     result = {
-        "checkpoint": path.name,
+        "checkpoint": path.name, "frames": RunDir.frames_of(path),
         "policy_mean": probs.mean(0).tolist(), "policy_spread": probs.std(0).tolist(),
         "policy_spread_per_task": per_task,
         "value_mean": float(values.mean()), "value_spread": float(values.std()),
@@ -204,15 +208,36 @@ def main(argv: list[str] | None = None) -> int:
     c = sub.add_parser("checkpoint", help="does a run's policy and value depend on the screen? "
                                           "(any suite; one line per run directory)")
     c.add_argument("run_dirs", nargs="+", metavar="RUN_DIR")
+    c.add_argument("--every", action="store_true",
+                   help="probe every checkpoint the run kept and print one row per checkpoint")
     args = parser.parse_args(argv)
     if args.command == "readout":
         readout(args.config, args.overrides, args.updates)
-    else:
-        for run_dir in args.run_dirs:
-            if len(args.run_dirs) > 1:
-                print(f"[probe] {run_dir}", flush=True)
+        return 0
+    for run_dir in args.run_dirs:
+        if len(args.run_dirs) > 1:
+            print(f"[probe] {run_dir}", flush=True)
+        if not args.every:
             checkpoint(run_dir)
+            continue
+        from learners.run_dir import RunDir
+
+        paths = RunDir.open(run_dir).checkpoint_paths()
+        if not paths:
+            raise SystemExit(f"atari_probe checkpoint: {run_dir} has no checkpoint yet")
+        print(timeline([checkpoint(run_dir, path=p) for p in paths]), flush=True)
     return 0
+
+
+def timeline(results: list[dict]) -> str:
+    """A markdown table of ``checkpoint`` results, one row per checkpoint in the given order."""
+    lines = ["| frames | fc inactive on every frame | fc rms | fc spread | value spread "
+             "| policy spread (mean over actions) |", "| ---: | ---: | ---: | ---: | ---: | ---: |"]
+    for r in results:
+        lines.append(f"| {r['frames']:,} | {r['inactive_fc']:.0%} | {r['fc_rms']:.3g} "
+                     f"| {r['fc_spread']:.3g} | {r['value_spread']:.3g} "
+                     f"| {float(np.mean(r['policy_spread'])):.3g} |")
+    return "\n".join(lines)
 
 
 if __name__ == "__main__":
