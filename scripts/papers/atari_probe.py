@@ -113,10 +113,11 @@ def checkpoint(run_dir: str, envs: int | None = None, path=None) -> dict:
 
     Plays 4 unrolls of ``envs`` envs (default 8, or 2 per task in a multitask suite) with the
     checkpoint ``path`` (default: the last one in ``run_dir``); returns (and prints) the
-    statistics listed in the module docstring, plus ``frames`` (the checkpoint's), plus ``replay_error``: the largest gap between the runner's logits and the
-    probe's own replay of the same stream, which checks the probe's path through the agent
-    and should be about 0. ``policy_spread_per_task`` maps each task's name to the mean over
-    actions of the policy's spread across that task's frames (one entry for a one-task suite).
+    statistics listed in the module docstring, plus ``frames`` (the checkpoint's) and
+    ``replay_error``: the largest gap between the runner's logits and the probe's own replay
+    of the same stream, which checks the probe's path through the agent and should be about 0.
+    ``policy_spread_per_task`` maps each task's name to the mean over actions of the policy's
+    spread across that task's frames (one entry for a one-task suite).
     """
     from envs.runner import EnvRunner
     from learners.run_dir import RunDir
