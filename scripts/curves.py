@@ -25,8 +25,13 @@ def _state(run_dir: Path) -> tuple:
                  for f in sorted(run_dir.glob("*tfevents*")) for s in (f.stat(),))
 
 
+def _wanted(tag: str, tags) -> bool:
+    """Whether ``tag`` is one of ``tags``, or in a family of them (an entry ending in "/")."""
+    return any(tag == t or (t.endswith("/") and tag.startswith(t)) for t in tags)
+
+
 def _read(run_dir: Path, tags) -> dict:
-    """{tag: (frames, values)} for the ``tags`` the run's event files hold.
+    """{tag: (frames, values)} for the ``tags`` (and families) the run's event files hold.
 
     Frames sorted, the last value logged at each frame count (a resumed run may repeat steps).
     """
@@ -35,7 +40,7 @@ def _read(run_dir: Path, tags) -> dict:
     acc = EventAccumulator(str(run_dir), size_guidance={"scalars": 0})
     acc.Reload()
     curves = {}
-    for tag in set(tags) & set(acc.Tags().get("scalars", [])):
+    for tag in (t for t in acc.Tags().get("scalars", []) if _wanted(t, tags)):
         points = {e.step: e.value for e in acc.Scalars(tag)}
         steps = sorted(points)
         curves[tag] = (np.array(steps, dtype=float),
@@ -53,10 +58,27 @@ def learning_curve(run_dir: Path,
     if (kept := records.curve(run_dir, tag)) is not None:  # restored from its kept record
         return np.array(kept[0], dtype=float), np.array(kept[1], dtype=float)
     empty = (np.zeros(0), np.zeros(0))
-    if tag not in CACHED:
+    if not _wanted(tag, CACHED):
         return _read(run_dir, [tag]).get(tag, empty)
+    frames, values = _cached(run_dir).get(tag, empty)
+    return frames.copy(), values.copy()  # the kept arrays stay as read
+
+
+def family(run_dir: Path, prefix: str) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """{tag: (frames, values)} for each tag of a cached family (``prefix`` ends in "/").
+
+    Empty for a trial restored from its kept record (records keep a summary, not the family)
+    and for a run whose core logs none (``activation_frequency/`` outside RIMs).
+    """
+    if records.record(run_dir) is not None:
+        return {}
+    return {t: (f.copy(), v.copy()) for t, (f, v) in sorted(_cached(run_dir).items())
+            if t.startswith(prefix)}
+
+
+def _cached(run_dir: Path) -> dict:
+    """The run's ``CACHED`` curves, read again only when its event files have changed."""
     key, state = Path(run_dir).resolve(), _state(Path(run_dir))
     if (hit := _READ.get(key)) is None or hit[0] != state:
         _READ[key] = hit = (state, _read(run_dir, CACHED))
-    frames, values = hit[1].get(tag, empty)
-    return frames.copy(), values.copy()  # the kept arrays stay as read
+    return hit[1]

@@ -39,8 +39,10 @@ TABLE = "none (rebuilt from the compare's table)"  # a rebuilt record's checkpoi
 # time_to_threshold)
 CURVE_TAGS = ("episode_return_mean100", "normalized_score_mean",
               "normalized_score_capped_mean", "wall_time_s")
-# what the report's training health reads (scripts/health.py); kept as a summary, not curves
-HEALTH_TAGS = ("grad_norm", "entropy", "skipped_updates")
+# what the report's training health reads (scripts/health.py); kept as a summary, not curves.
+# A tag ending in "/" names a family, one tag per unit (RIMs log each unit's activation
+# frequency as ``activation_frequency/<k>``).
+HEALTH_TAGS = ("grad_norm", "entropy", "skipped_updates", "activation_frequency/")
 
 
 def check(spec) -> None:

@@ -28,7 +28,8 @@ def test_a_trial_whose_updates_burst_is_counted_and_named(tmp_path):
     h = health.summary(burst)
     assert h == {"updates": n, "grad_norm_median": 1.0, "grad_norm_max": pytest.approx(3e8),
                  "bursts": 2, "first_burst_frames": 11_000, "skipped": 1,
-                 "entropy_first": pytest.approx(2.8), "entropy_last": pytest.approx(2.8)}
+                 "entropy_first": pytest.approx(2.8), "entropy_last": pytest.approx(2.8),
+                 "frozen": None}  # an LSTM logs no competition
     calm = health.summary(_run(tmp_path / "b-seed0", [0.5] * n,
                                [2.0 - i / n for i in range(n)], [0] * n))
     assert calm["bursts"] == 0 and calm["first_burst_frames"] is None and calm["skipped"] == 0
@@ -60,3 +61,30 @@ def test_a_restored_trial_reads_its_health_from_its_record(tmp_path):
     assert health.summary(run) is None
     (tmp_path / "empty").mkdir()
     assert health.summary(tmp_path / "empty") is None  # no event files, no record
+
+
+def test_a_frozen_competition_is_the_share_of_updates_with_a_unit_left_out(tmp_path):
+    n = 20
+    run = _run(tmp_path / "rims-seed0", [0.5] * n, [2.0] * n, [0] * n)
+    with SummaryWriter(str(run)) as w:  # three units; unit 2 frozen out from the 16th update
+        for i in range(n):
+            for k, freq in enumerate((1.0, 0.9, 0.005 if i >= 15 else 0.4)):
+                w.add_scalar(f"activation_frequency/{k}", freq, (i + 1) * 1000)
+            if i == 19:  # a unit's last point without the others': not a common update
+                w.add_scalar("activation_frequency/0", 0.0, 99_000)
+    h = health.summary(run)
+    assert h["frozen"] == pytest.approx(5 / 20)  # 0.005 <= FROZEN; 0.4 is not
+    assert health.FROZEN == 0.01
+    rows = [{"trial": "rims-seed0", "variant": "rims", "health": h},
+            {"trial": "lstm-seed0", "variant": "lstm",
+             "health": {**h, "frozen": None, "bursts": 1, "first_burst_frames": 3000}}]
+    text = "\n".join(health.markdown(rows, {}))
+    assert "frozen (per trial) |" in text and "at most 1% of steps" in text
+    row = {line.split(" |")[0]: line for line in text.splitlines() if line.startswith("| ")}
+    assert row["| rims"].endswith("| 25% |") and row["| lstm"].endswith("| — |")
+    assert "; entropy 2.00 -> 2.00." in text  # no competition: no frozen clause
+    flagged = health.markdown([{**rows[0], "health": {**h, "bursts": 2,
+                                                      "first_burst_frames": 5000}}], {})
+    assert flagged[-1].endswith("; a unit frozen out on 25% of logged updates.")
+    calm = health.markdown(rows[1:], {})
+    assert not any("frozen" in line for line in calm)  # no core with a competition: no column
