@@ -195,6 +195,10 @@ class LearnerHandle(ActorHandle):
         """Ref to everything a checkpoint holds of the learner (plain CPU tensors and numbers)."""
 
     @remote
+    def take_captures(self) -> Ref:
+        """Ref to the gradient-burst steps kept since the last call (``Learner.capture``)."""
+
+    @remote
     def load_state_dict(self, state: dict) -> Ref:
         """Ref to None once the learner continues from ``state`` (a ``state_dict()``)."""
 

@@ -16,11 +16,17 @@ Devices: the learner uses a GPU only where it may (``resolve_device``), computes
 float32 with TensorFloat-32 off (``use_full_float32``), and every tensor it hands out (weights,
 optimizer state, PopArt statistics, checkpoints) is a CPU copy that shares no storage with its
 live tensors (``to_cpu``), whatever its device.
+
+Gradient bursts: with ``learner.capture_grad_norm`` set, a step whose pre-clip gradient norm
+exceeds it is kept (``capture``: the minibatch, its core state, the learner's state before
+the step and every parameter's gradient norm) for the driver to write to ``<run>/bursts/``;
+``replay`` recomputes that gradient (``python -m scripts.burst``).
 """
 
 from __future__ import annotations
 
 import collections
+import dataclasses
 import time
 
 import numpy as np
@@ -34,6 +40,8 @@ from learners.config import ConfigError
 from learners.malloc import keep_freed_memory
 from learners.optim import RMSpropTF
 from learners.schedule import lr_at
+
+CAPTURE_LIMIT = 10  # steps a run keeps of learner.capture_grad_norm (an Atari minibatch ~30 MB)
 
 
 def resolve_device(name: str, reserved_gpus: int | None = None) -> torch.device:
@@ -159,6 +167,8 @@ class Learner:
         self.skipped_in_row = 0
         self.last_good_version = 0
         self.frames = 0  # environment frames consumed by updates (drives the lr schedule)
+        self.captures: list[dict] = []  # steps kept for learner.capture_grad_norm, not yet taken
+        self.captured = 0  # steps kept so far by this learner (at most CAPTURE_LIMIT)
         self.frames_per_step = spec["frames_per_step"]
 
     # ------------------------------------------------------------------ data
@@ -204,13 +214,14 @@ class Learner:
         """The learning rate now, on the config's schedule (``learners.schedule.lr_at``)."""
         return lr_at(self.cfg, self.frames)
 
-    def step(self, loss: torch.Tensor) -> float:
+    def step(self, loss: torch.Tensor, inputs: tuple | None = None) -> float:
         """One optimizer step at the scheduled lr; returns the pre-clip gradient norm.
 
         Divergence guard: a non-finite loss or gradient norm skips the step (weights and
         optimizer state untouched) and marks the current update as skipped; ``update``
         counts such updates and reports the run as diverged after
-        ``learner.max_skipped_updates`` of them in a row.
+        ``learner.max_skipped_updates`` of them in a row. ``inputs`` (the minibatch, its core
+        state and the step's index in the update) are what ``capture`` keeps of a burst.
         """
         for group in self.optimizer.param_groups:
             group["lr"] = self.lr()
@@ -225,8 +236,62 @@ class Learner:
             self.optimizer.zero_grad(set_to_none=True)
             self.step_skipped = True
             return float(grad_norm)
+        threshold = self.lcfg.capture_grad_norm
+        if (threshold and float(grad_norm) > threshold and inputs is not None
+                and self.captured < CAPTURE_LIMIT):
+            self.capture(float(grad_norm), *inputs)
         self.optimizer.step()
         return float(grad_norm)
+
+    def capture(self, grad_norm: float, batch: Batch, state: tuple, index: int) -> None:
+        """Keep the step about to be taken: everything ``replay`` needs to recompute it.
+
+        Called after the gradient is clipped and before the optimizer steps, so the learner's
+        state is the step's starting point; each parameter's pre-clip gradient norm is its
+        clipped norm over the clip's factor.
+        """
+        factor = min(1.0, self.lcfg.optimizer.max_grad_norm / (grad_norm + 1e-6))
+        norms = {name: float(p.grad.norm()) / factor
+                 for name, p in self.agent.named_parameters() if p.grad is not None}
+        fields = {f.name: getattr(batch, f.name) for f in dataclasses.fields(batch)
+                  if f.name != "chunk_states"}
+        self.captures.append({
+            "update": self.version, "step": index, "frames": self.frames, "lr": self.lr(),
+            "grad_norm": grad_norm, "threshold": self.lcfg.capture_grad_norm,
+            "grad_norms": dict(sorted(norms.items(), key=lambda kv: -kv[1])),
+            "learner": self.state_dict(), "batch": to_cpu(fields), "state": to_cpu(state),
+            "spec": self.spec,
+        })
+        self.captured += 1
+
+    def take_captures(self) -> list[dict]:
+        """The steps kept since the last call (CPU tensors), handed over once."""
+        taken, self.captures = self.captures, []
+        return taken
+
+    def replay(self, capture: dict) -> dict[str, float]:
+        """Each parameter's gradient norm, recomputed from a ``capture`` (no step is taken).
+
+        Loads the capture's learner state, runs the forward, the algorithm's targets where
+        they are not fixed per batch, and the loss on its minibatch; the learner keeps the
+        capture's state afterwards.
+        """
+        self.load_state_dict(capture["learner"])
+        algorithm, cfg = LEARNERS.get(self.lcfg.name), self.lcfg
+        data = capture["batch"]
+        batch = Batch(obs=data["obs"], **{k: v for k, v in data.items() if k != "obs"})
+        batch = batch.map(lambda v: v.to(self.device))
+        state = tuple(s.to(self.device) for s in capture["state"])
+        out = self.forward(batch, state)
+        if not algorithm.fixed_targets(cfg):
+            batch = algorithm.targets(out, batch, cfg, self.popart)
+        loss, _ = algorithm.loss(out, batch, cfg)
+        self.optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        norms = {name: float(p.grad.norm()) for name, p in self.agent.named_parameters()
+                 if p.grad is not None}
+        self.optimizer.zero_grad(set_to_none=True)
+        return norms
 
     def fit(self, batch: Batch, state: tuple) -> dict:
         """The optimizer steps of one update on ``batch`` from core ``state``; returns metrics.
@@ -254,6 +319,7 @@ class Learner:
         history = collections.defaultdict(list)
         generator = torch.Generator().manual_seed(self.cfg.run.seed * 7 + self.version)
         stop, epochs_done = False, 0
+        index = 0  # the optimizer step's position in this update
         for _ in range(cfg.epochs):
             epochs_done += 1
             last_pass = []
@@ -262,7 +328,8 @@ class Learner:
                 if not fixed:
                     mb = algorithm.targets(out, mb, cfg, popart)
                 loss, metrics = algorithm.loss(out, mb, cfg)
-                metrics["grad_norm"] = self.step(loss)
+                metrics["grad_norm"] = self.step(loss, (mb, mb_state, index))
+                index += 1
                 last_pass.append((mb.value_targets, mb.task_id))
                 for k, v in metrics.items():
                     history[k].append(float(v))
@@ -305,6 +372,8 @@ class Learner:
             # frames and version: the driver's copies (popped before logging)
             frames=float(self.frames), version=float(self.version),
         )
+        if self.captures:  # popped by the driver, which takes them (take_captures)
+            metrics["captures"] = float(len(self.captures))
         if self.skipped_in_row >= self.lcfg.max_skipped_updates:
             # Popped by the driver, which stops the run: the weights are still those of
             # update ``last_good_version`` (skipped steps never touch them).

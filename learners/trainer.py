@@ -146,8 +146,26 @@ class Trainer:
             # the first report counts; an update already in flight may add one
             if self.diverged is None:
                 self.diverged = (last_good + self.cfg.learner.max_skipped_updates, last_good)
+        if metrics.pop("captures", 0):
+            self._keep_captures(get(self.learner.take_captures()))
         for k, v in metrics.items():
             self.metrics_acc[k].append(v)
+
+    def _keep_captures(self, captures: list[dict]) -> None:
+        """Write the learner's gradient-burst captures to ``<run>/bursts/``, one line each."""
+        import torch
+
+        from learners.config import to_dict
+
+        folder = self.run.path / "bursts"
+        folder.mkdir(exist_ok=True)
+        for c in captures:
+            path = folder / f"update{c['update']:08d}-step{c['step']}.pt"
+            torch.save({**c, "config": to_dict(self.cfg)}, path)
+            largest = ", ".join(f"{k} {v:.3g}" for k, v in list(c["grad_norms"].items())[:3])
+            log.warning("update %d: pre-clip gradient norm %.4g (above learner.capture_grad_norm "
+                        "%g); largest %s; kept in %s", c["update"], c["grad_norm"],
+                        c["threshold"], largest, path)
 
     def _log(self, now: float) -> None:
         frames_delta = self.frames - self._log_frames

@@ -1,0 +1,65 @@
+"""Replay a gradient burst that a run kept (``learner.capture_grad_norm``).
+
+A run with ``learner.capture_grad_norm: X`` keeps each optimizer step whose pre-clip
+gradient norm exceeds ``X`` in ``<run>/bursts/update<U>-step<S>.pt`` (the first 10 of the
+run): the minibatch, its core state, the learner's weights and optimizer state before the
+step, and every parameter's gradient norm. This script rebuilds the learner from the file
+alone, recomputes the gradient and prints, largest first, each parameter's norm as kept and
+as replayed, then the agent's diagnostics on that minibatch (RIMs: how often each unit was
+active). The replay matches the kept figures when the run's learner was on CPU (on a GPU,
+up to float rounding), so the file is enough to study what made the burst.
+
+    python -m scripts.burst runs/NAME/bursts/update00001234-step3.pt [--top 12]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+
+def replay(path: str | Path) -> tuple[dict, dict[str, float], dict]:
+    """``(capture, replayed norms, diagnostics)`` of one burst file, on CPU."""
+    import torch
+
+    from learners.config import load_config
+    from learners.learner import Learner
+
+    capture = torch.load(path, map_location="cpu", weights_only=True)
+    cfg = load_config(capture["config"], ["learner.device=cpu"], runtime=False)
+    learner = Learner(cfg, capture["spec"], threads=1)
+    norms = learner.replay(capture)
+    diagnostics = {k: v.reshape(-1).tolist() for k, v in learner.agent.diagnostics().items()}
+    return capture, norms, diagnostics
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Print one burst's parameters, kept and replayed; 0 on success, 2 on a bad file."""
+    p = argparse.ArgumentParser(prog="python -m scripts.burst", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("file", help="a <run>/bursts/*.pt file")
+    p.add_argument("--top", type=int, default=12, help="parameters to list (default 12)")
+    args = p.parse_args(argv)
+    if not Path(args.file).is_file():
+        p.error(f"{args.file} is not a file; bursts are kept in <run>/bursts/*.pt")
+    try:
+        capture, norms, diagnostics = replay(args.file)
+    except (KeyError, RuntimeError) as e:  # not a burst file, or torch cannot read it
+        p.error(f"{args.file} is not a burst file mira wrote ({type(e).__name__}: {e})")
+    total = sum(v * v for v in norms.values()) ** 0.5
+    print(f"{args.file}: update {capture['update']} (optimizer step {capture['step']} of it), "
+          f"{capture['frames']:,} frames, lr {capture['lr']:.3g}")
+    print(f"pre-clip gradient norm {capture['grad_norm']:.4g} (learner.capture_grad_norm "
+          f"{capture['threshold']:g}); replayed {total:.4g}")
+    width = max(len(k) for k in capture["grad_norms"])
+    print(f"{'parameter':<{width}}  {'kept':>10}  {'replayed':>10}")
+    for name, kept in list(capture["grad_norms"].items())[:args.top]:
+        print(f"{name:<{width}}  {kept:>10.4g}  {norms.get(name, float('nan')):>10.4g}")
+    for name, values in diagnostics.items():
+        print(f"{name}: " + " ".join(f"{v:.3f}" for v in values))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
