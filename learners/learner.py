@@ -230,29 +230,33 @@ class Learner:
             self.step_skipped = True
             return float("nan")
         loss.backward()
+        threshold = self.lcfg.capture_grad_norm
+        watch = bool(threshold) and inputs is not None and self.captured < CAPTURE_LIMIT
+        norms = self.grad_norms() if watch else None
         grad_norm = torch.nn.utils.clip_grad_norm_(self.agent.parameters(),
                                                    self.lcfg.optimizer.max_grad_norm)
+        if watch and not float(grad_norm) <= threshold:  # a non-finite norm is kept too
+            self.capture(float(grad_norm), norms, *inputs)
         if not bool(torch.isfinite(grad_norm)):
             self.optimizer.zero_grad(set_to_none=True)
             self.step_skipped = True
             return float(grad_norm)
-        threshold = self.lcfg.capture_grad_norm
-        if (threshold and float(grad_norm) > threshold and inputs is not None
-                and self.captured < CAPTURE_LIMIT):
-            self.capture(float(grad_norm), *inputs)
         self.optimizer.step()
         return float(grad_norm)
 
-    def capture(self, grad_norm: float, batch: Batch, state: tuple, index: int) -> None:
+    def grad_norms(self) -> dict[str, float]:
+        """Each parameter's gradient norm now, by name (one device sync)."""
+        named = [(n, p.grad) for n, p in self.agent.named_parameters() if p.grad is not None]
+        values = torch.stack([g.norm() for _, g in named]).tolist() if named else []
+        return dict(zip((n for n, _ in named), values))
+
+    def capture(self, grad_norm: float, norms: dict[str, float], batch: Batch, state: tuple,
+                index: int) -> None:
         """Keep the step about to be taken: everything ``replay`` needs to recompute it.
 
-        Called after the gradient is clipped and before the optimizer steps, so the learner's
-        state is the step's starting point; each parameter's pre-clip gradient norm is its
-        clipped norm over the clip's factor.
+        Called before the optimizer steps (or skips a non-finite step), so the learner's state
+        is the step's starting point; ``norms`` are the parameters' pre-clip gradient norms.
         """
-        factor = min(1.0, self.lcfg.optimizer.max_grad_norm / (grad_norm + 1e-6))
-        norms = {name: float(p.grad.norm()) / factor
-                 for name, p in self.agent.named_parameters() if p.grad is not None}
         fields = {f.name: getattr(batch, f.name) for f in dataclasses.fields(batch)
                   if f.name != "chunk_states"}
         self.captures.append({
@@ -288,8 +292,7 @@ class Learner:
         loss, _ = algorithm.loss(out, batch, cfg)
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()
-        norms = {name: float(p.grad.norm()) for name, p in self.agent.named_parameters()
-                 if p.grad is not None}
+        norms = self.grad_norms()
         self.optimizer.zero_grad(set_to_none=True)
         return norms
 

@@ -152,16 +152,32 @@ class Trainer:
             self.metrics_acc[k].append(v)
 
     def _keep_captures(self, captures: list[dict]) -> None:
-        """Write the learner's gradient-burst captures to ``<run>/bursts/``, one line each."""
+        """Write the learner's gradient-burst captures to ``<run>/bursts/``, one line each.
+
+        At most ``CAPTURE_LIMIT`` files per run directory, resumes included; a step a resumed
+        run repeats keeps its first file. A failed write is logged and training goes on.
+        """
+        import os
+
         import torch
 
         from learners.config import to_dict
+        from learners.learner import CAPTURE_LIMIT
 
         folder = self.run.path / "bursts"
-        folder.mkdir(exist_ok=True)
         for c in captures:
             path = folder / f"update{c['update']:08d}-step{c['step']}.pt"
-            torch.save({**c, "config": to_dict(self.cfg)}, path)
+            if path.exists() or len(list(folder.glob("*.pt"))) >= CAPTURE_LIMIT:
+                continue
+            try:
+                folder.mkdir(exist_ok=True)
+                tmp = path.with_suffix(".tmp")
+                torch.save({**c, "config": to_dict(self.cfg)}, tmp)
+                os.replace(tmp, path)  # never a torn file
+            except OSError as e:
+                log.warning("could not keep update %d's gradient burst in %s: %s",
+                            c["update"], path, e)
+                continue
             largest = ", ".join(f"{k} {v:.3g}" for k, v in list(c["grad_norms"].items())[:3])
             log.warning("update %d: pre-clip gradient norm %.4g (above learner.capture_grad_norm "
                         "%g); largest %s; kept in %s", c["update"], c["grad_norm"],
@@ -231,6 +247,9 @@ class Trainer:
                 if not self._learner_lost():
                     raise
                 self._stop_without_learner(e)
+        if self.cfg.learner.capture_grad_norm and not self._learner_lost():
+            # an update still in flight at a stop may have kept a burst
+            self._keep_captures(get(self.learner.take_captures()))
         final = self.checkpoint()
         now = time.time()
         self._log(now)

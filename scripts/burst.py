@@ -1,13 +1,14 @@
 """Replay a gradient burst that a run kept (``learner.capture_grad_norm``).
 
-A run with ``learner.capture_grad_norm: X`` keeps each optimizer step whose pre-clip
-gradient norm exceeds ``X`` in ``<run>/bursts/update<U>-step<S>.pt`` (the first 10 of the
-run): the minibatch, its core state, the learner's weights and optimizer state before the
-step, and every parameter's gradient norm. This script rebuilds the learner from the file
-alone, recomputes the gradient and prints, largest first, each parameter's norm as kept and
-as replayed, then the agent's diagnostics on that minibatch (RIMs: how often each unit was
-active). The replay matches the kept figures when the run's learner was on CPU (on a GPU,
-up to float rounding), so the file is enough to study what made the burst.
+A run with ``learner.capture_grad_norm: X`` keeps each optimizer step whose pre-clip gradient
+norm exceeds ``X`` or is not finite in ``<run>/bursts/update<U>-step<S>.pt`` (the first 10 of
+the run, resumes included): the minibatch, its core state, the learner's weights and optimizer
+state before the step, and every parameter's gradient norm. This script rebuilds the learner
+from the file alone, recomputes the gradient and prints, largest first, each parameter's norm
+as kept and as replayed, then the agent's diagnostics on that minibatch (RIMs: how often each
+unit was active). The replay matches the kept figures up to float rounding (more where the
+run's learner used mixed precision on a GPU), so the file is enough to study what made the
+burst.
 
     python -m scripts.burst runs/NAME/bursts/update00001234-step3.pt [--top 12]
 """
@@ -15,6 +16,7 @@ up to float rounding), so the file is enough to study what made the burst.
 from __future__ import annotations
 
 import argparse
+import pickle
 import sys
 from pathlib import Path
 
@@ -28,8 +30,12 @@ def replay(path: str | Path) -> tuple[dict, dict[str, float], dict]:
 
     capture = torch.load(path, map_location="cpu", weights_only=True)
     cfg = load_config(capture["config"], ["learner.device=cpu"], runtime=False)
-    learner = Learner(cfg, capture["spec"], threads=1)
-    norms = learner.replay(capture)
+    threads = torch.get_num_threads()
+    try:
+        learner = Learner(cfg, capture["spec"], threads=1)
+        norms = learner.replay(capture)
+    finally:
+        torch.set_num_threads(threads)
     diagnostics = {k: v.reshape(-1).tolist() for k, v in learner.agent.diagnostics().items()}
     return capture, norms, diagnostics
 
@@ -45,7 +51,8 @@ def main(argv: list[str] | None = None) -> int:
         p.error(f"{args.file} is not a file; bursts are kept in <run>/bursts/*.pt")
     try:
         capture, norms, diagnostics = replay(args.file)
-    except (KeyError, RuntimeError) as e:  # not a burst file, or torch cannot read it
+    except (KeyError, RuntimeError, EOFError, ValueError, pickle.UnpicklingError) as e:
+        # not a burst file, a torn one, or a config this version cannot load
         p.error(f"{args.file} is not a burst file mira wrote ({type(e).__name__}: {e})")
     total = sum(v * v for v in norms.values()) ** 0.5
     print(f"{args.file}: update {capture['update']} (optimizer step {capture['step']} of it), "

@@ -62,3 +62,25 @@ def test_no_threshold_keeps_nothing_and_a_missing_file_is_one_line(small_cfg, ca
         main([str(RunDir(cfg.run.dir).path / "bursts" / "nothing.pt")])
     assert stop.value.code == 2
     assert "bursts are kept in <run>/bursts/*.pt" in capsys.readouterr().err
+    torn = RunDir(cfg.run.dir).path / "torn.pt"
+    torn.write_bytes(b"")
+    with pytest.raises(SystemExit) as stop:
+        main([str(torn)])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert stop.value.code == 2 and "is not a burst file mira wrote (EOFError" in err[-1]
+
+
+def test_a_non_finite_gradient_is_kept_before_the_step_is_skipped(small_cfg, monkeypatch):
+    from envs.runner import EnvRunner
+    from tests.test_training import _nonfinite_loss_after
+
+    cfg = small_cfg(**{"learner.capture_grad_norm": 1e9})  # no finite norm reaches it
+    runner = EnvRunner(cfg.env, cfg.agent, envs_per_runner=4, unroll_length=5)
+    learner = Learner(cfg, runner.spec())
+    assert "captures" not in learner.update(runner.rollout())
+    _nonfinite_loss_after(monkeypatch, 0, "grad")
+    metrics = learner.update(runner.rollout())
+    assert metrics["skipped_updates"] == 1 and metrics["captures"] == 1
+    (kept,) = learner.take_captures()
+    assert kept["update"] == 1 and not kept["grad_norm"] < float("inf")
+    assert learner.take_captures() == []
