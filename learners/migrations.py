@@ -14,30 +14,42 @@ from pathlib import Path
 
 from learners.typed_yaml import read_yaml
 
-# meta.json's "config_format" of a run directory: 2 since IMPALA reads learner.epochs and
-# learner.minibatches, 3 since it reads learner.clip_value and learner.recurrence.
-CONFIG_FORMAT = 3
+# meta.json's (and a checkpoint's) "config_format": 2 since IMPALA reads learner.epochs and
+# learner.minibatches, 3 since it reads learner.clip_value and learner.recurrence, 4 since
+# the RIMs core gates its communication (agent.core_options.comm_gate).
+CONFIG_FORMAT = 4
 
 
 def format_overrides(run_dir: Path) -> list[str]:
     """Overrides that keep a run directory written by an older mira meaning what it meant.
 
+    The format is meta.json's ``config_format`` (1 where it has none); ``saved_overrides``
+    says what each format needs.
+    """
+    meta_path = run_dir / "meta.json"
+    meta = json.loads(meta_path.read_text()) if meta_path.is_file() else {}
+    return saved_overrides(meta.get("config_format", 1), read_yaml(run_dir / "config.yaml"))
+
+
+def saved_overrides(fmt: int, saved: dict | None) -> list[str]:
+    """Overrides that keep a config saved in format ``fmt`` (a run's or a checkpoint's) as it was.
+
     Format 1 (no ``config_format`` in meta.json) saved PPO's ``epochs: 4`` and
     ``minibatches: 4`` in every config, and IMPALA ignored them; from format 2 IMPALA
     reads them (one step per batch is ``1`` and ``1``). Formats 1 and 2 saved PPO's
     ``clip_value: true`` in every config (and any ``recurrence``), which IMPALA ignored;
-    from format 3 IMPALA reads both (with ``learner.impala.fixed_targets``).
+    from format 3 IMPALA reads both (with ``learner.impala.fixed_targets``). Before format 4
+    the RIMs core's communication was ungated (``comm_gate: false``; its weights have no gate).
     """
-    meta_path = run_dir / "meta.json"
-    meta = json.loads(meta_path.read_text()) if meta_path.is_file() else {}
-    fmt = meta.get("config_format", 1)
-    saved = read_yaml(run_dir / "config.yaml") or {}
-    learner = saved.get("learner") if isinstance(saved, dict) else None
-    if fmt >= CONFIG_FORMAT or not (isinstance(learner, dict)
-                                    and learner.get("name", "impala") == "impala"):
-        return []
-    return ((["learner.epochs=1", "learner.minibatches=1"] if fmt < 2 else [])
-            + ["learner.clip_value=false", "learner.recurrence=0"])
+    saved = saved if isinstance(saved, dict) else {}
+    learner, agent = saved.get("learner"), saved.get("agent")
+    out = []
+    if fmt < 3 and isinstance(learner, dict) and learner.get("name", "impala") == "impala":
+        out += ((["learner.epochs=1", "learner.minibatches=1"] if fmt < 2 else [])
+                + ["learner.clip_value=false", "learner.recurrence=0"])
+    if fmt < 4 and isinstance(agent, dict) and agent.get("core") == "rims":
+        out.append("agent.core_options.comm_gate=false")
+    return out
 
 
 # Keys that moved, old -> new: the settings one algorithm alone reads left the learner

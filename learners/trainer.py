@@ -207,9 +207,11 @@ class Trainer:
     def checkpoint(self):
         """Write a checkpoint; returns its path (None if the weights are not finite)."""
         from learners.config import to_dict
+        from learners.migrations import CONFIG_FORMAT
 
         state = {
             "config": to_dict(self.cfg),  # a checkpoint is self-contained for mira evaluate
+            "config_format": CONFIG_FORMAT,  # what its config means (learners/migrations.py)
             "learner": get(self.learner.state_dict()),
             "progress": {
                 "frames": self.frames, "wall_time_s": self.wall_time(),

@@ -13,7 +13,7 @@ import sys
 import time
 from pathlib import Path
 
-from learners.config import load_config, save_config
+from learners.config import format_overrides, load_config, save_config
 
 
 def say(*parts) -> None:
@@ -161,6 +161,8 @@ def run_trial(job: dict) -> dict:
     run_dir = Path(cfg.run.dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     state = trial_state(run_dir, cfg.run.total_frames)
+    if state == "resume":  # a run directory an older mira wrote keeps its meaning
+        cfg = load_config(job["base"], job["overrides"] + format_overrides(run_dir))
     (run_dir / STOP_FILE).unlink(missing_ok=True)  # left by the interrupt this run resumes from
     if state == "new":  # a restored record this trial outgrew (scripts/records.py) goes
         for name in (RECORD, "summary.json", "eval.json"):

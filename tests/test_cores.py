@@ -300,17 +300,24 @@ def naive_rims_step(core, x, h, c=None):
                 vals = torch.stack([h_tilde[m] @ W[m][:, base + 2 * ck:base + 2 * ck + cv]
                                     for m in range(U)])
                 outs.append(torch.softmax(keys @ q / math.sqrt(ck), dim=0) @ vals)
-            h_out[b, k] = torch.cat(outs) @ core.comm_out[k] + h_tilde[k]
+            r = torch.cat(outs)
+            if cfg.comm_gate:  # the authors' write: sigmoid(gate) * tanh(projection)
+                write = r @ core.comm_out[k][:, :H] + core.comm_bias[k, 0, :H]
+                gate = r @ core.comm_out[k][:, H:] + core.comm_bias[k, 0, H:]
+                h_out[b, k] = h_tilde[k] + torch.sigmoid(gate) * torch.tanh(write)
+            else:
+                h_out[b, k] = r @ core.comm_out[k] + h_tilde[k]
             if cfg.cell == "lstm":
                 c_out[b, k] = c_new[k]
     return h_out, c_out
 
 
+@pytest.mark.parametrize("gate", [True, False])
 @pytest.mark.parametrize("cell", ["lstm", "gru"])
 @pytest.mark.parametrize("N", [1, 3])
-def test_rims_step_matches_naive_reference(N, cell):
+def test_rims_step_matches_naive_reference(N, cell, gate):
     core = make("rims", cell=cell, unit_size=8, input_value_size=16, input_key_size=8,
-                comm_key_size=4, comm_value_size=4).eval()
+                comm_key_size=4, comm_value_size=4, comm_gate=gate).eval()
     B = 3
     state = random_state(core, B)
     x = torch.randn(B, N, D)

@@ -168,6 +168,8 @@ class RunFiles:
         self.ckpt, self.curve = self.dir / f"{stem}.pt", self.dir / f"{stem}.csv"
         self.row = self.dir / f"{stem}.json"
         self.settings = {k: getattr(args, k) for k in SAME_RUN}
+        if name == "rims":  # a checkpoint of the ungated RIMs (before comm_gate) is another model
+            self.settings["comm_gate"] = True
         self.steps, self.device = args.steps, args.device
 
     def check(self) -> dict | None:
