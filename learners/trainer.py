@@ -163,6 +163,7 @@ class Trainer:
 
         from learners.config import to_dict
         from learners.learner import CAPTURE_LIMIT
+        from learners.migrations import CONFIG_FORMAT
 
         folder = self.run.path / "bursts"
         for c in captures:
@@ -172,7 +173,7 @@ class Trainer:
             try:
                 folder.mkdir(exist_ok=True)
                 tmp = path.with_suffix(".tmp")
-                torch.save({**c, "config": to_dict(self.cfg)}, tmp)
+                torch.save({**c, "config": to_dict(self.cfg), "config_format": CONFIG_FORMAT}, tmp)
                 os.replace(tmp, path)  # never a torn file
             except OSError as e:
                 log.warning("could not keep update %d's gradient burst in %s: %s",

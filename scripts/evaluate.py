@@ -43,7 +43,7 @@ def load_run_config(ckpt: Path, state: dict, overrides: list[str]) -> Experiment
     config and in ``overrides`` alike). Validated without the runtime section: evaluation
     does not use the training run's runner layout.
     """
-    if "config" in state:  # a checkpoint older than its config_format: what it meant then
+    if "config" in state:  # saved in an older config_format: what it meant then
         old = saved_overrides(state.get("config_format", 3), state["config"])
         return load_config(state["config"], old + overrides, runtime=False)
     run_dir = ckpt.parent.parent

@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from learners.learner import CAPTURE_LIMIT, Learner
+from learners.migrations import CONFIG_FORMAT
 from learners.run_dir import RunDir
 from learners.trainer import Trainer
 
@@ -31,6 +32,7 @@ def test_a_kept_burst_is_the_step_s_starting_point_and_replays_to_the_same_gradi
     assert len(lines) == CAPTURE_LIMIT and "update 0: pre-clip gradient norm" in lines[0]
 
     first = torch.load(files[0], weights_only=True)
+    assert first["config_format"] == CONFIG_FORMAT  # scripts.burst loads what it meant then
     fresh = Learner(cfg, first["spec"])  # the same seed builds the same initial weights
     assert all(torch.equal(v, first["learner"]["agent"][k])
                for k, v in fresh.agent.state_dict().items())

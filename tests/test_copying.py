@@ -182,3 +182,20 @@ def test_copying_run_keeps_its_device(tmp_path):
     torch.save(state, ckpt)
     with pytest.raises(SystemExit, match="was trained on cuda; continue it with --device cuda"):
         copying.main(SMALL + ["--steps", "4", "--out", str(tmp_path)])
+
+
+def test_an_ungated_rims_checkpoint_continues_only_as_ungated(tmp_path):
+    import torch
+
+    from scripts.papers import copying
+
+    rims = ["--cores", "rims"] + [a for a in SMALL if a not in ("--cores", "lstm")]
+    copying.main(rims + ["--steps", "2", "--no-comm-gate", "--out", str(tmp_path)])
+    state = torch.load(tmp_path / "rims-seed0.pt", weights_only=False)
+    assert "comm_bias" not in {k.split(".")[-1] for k in state["model"]}
+    del state["settings"]["comm_gate"]  # as the script wrote it before the gate existed
+    torch.save(state, tmp_path / "rims-seed0.pt")
+    with pytest.raises(SystemExit, match="other settings"):
+        copying.main(rims + ["--steps", "4", "--out", str(tmp_path)])
+    copying.main(rims + ["--steps", "4", "--no-comm-gate", "--out", str(tmp_path)])
+    assert torch.load(tmp_path / "rims-seed0.pt", weights_only=False)["step"] == 4

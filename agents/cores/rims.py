@@ -47,17 +47,19 @@ Deviations and readings of under-specified points, and why:
 - Communication with several heads needs an output projection from ``comm_heads *
   comm_value_size`` back to ``unit_size`` before the residual; it is per RIM (block weights),
   like every other RIM-side weight.
-- The communication's write is bounded (``comm_gate``, on by default). Section 2.4's equation
-  adds the attention's read to ``h~`` as it is; the authors' code (``MultiHeadAttention`` with
-  ``residual=True``, used for the communication in ``BlocksCore``) adds ``sigmoid(gate_fc(r))
-  * tanh(fc(r))``, each element inside (-1, 1). Without it nothing bounds ``h``: an inactive
-  RIM keeps its ``h``, other RIMs read it back through their values, and once the weights give
-  that loop a gain above 1 the state grows each step. In the copying task an ungated model
-  (width 252, Adam 1e-3, clip 1.0) trained for 5,500 steps had ``h`` at 1e5 within 15 steps of
-  a sequence, and a cross-entropy of 1e5 nats. ``comm_gate: false`` gives the ungated core
-  (runs saved before the gate existed load with it); the gate's two projections are per RIM,
-  like the rest, and add ``num_units * (comm_heads * comm_value_size + 2) * unit_size``
-  parameters.
+- The communication's write is bounded (``comm_gate``, on by default). Section 2.4's
+  equation adds the attention's read to ``h~`` as it is; the authors' code
+  (``MultiHeadAttention`` with ``residual=True``, used for the communication in
+  ``BlocksCore``) adds ``sigmoid(gate_fc(r)) * tanh(fc(r))``, each element inside (-1, 1).
+  Without it nothing bounds ``h``: an inactive RIM keeps its ``h``, other RIMs read it back
+  through their values, and once the weights give that loop a gain above 1 the state grows
+  each step. With the gate and the LSTM cell ``|h| < 2`` (``h_new`` and the write are each
+  under 1); a GRU's ``h`` can still grow, by under 1 per step. In the copying task an
+  ungated model (width 252, Adam 1e-3, clip 1.0) trained for 5,500 steps had ``h`` at 1e5
+  within 15 steps of a sequence, and a cross-entropy of 1e5 nats. ``comm_gate: false`` gives
+  the ungated core (runs saved before the gate existed load with it); the gate's two
+  projections are per RIM, like the rest, and add
+  ``num_units * (comm_heads * comm_value_size + 2) * unit_size`` parameters.
 - Communication reads keys and values of inactive RIMs from their *unchanged* state
   ``h_{t,k}`` (section 2.4: "non-activated RIMs ... their value needs not change"). Appendix G's
   pseudocode instead runs the dynamics for every RIM and blocks the gradient of inactive ones
@@ -115,8 +117,8 @@ class RIMsConfig:
     comm_dropout: float = 0.1  # dropout on communication-attention weights (Table 3)
     # how the agent presents input: "flat" x [T,B,D] or "spatial" x [T,B,N,D] (torso positions)
     input_set: Literal["flat", "spatial"] = "flat"
-    # communication writes sigmoid(gate) * tanh(read) into h, bounded (the authors' code);
-    # false: the read itself, unbounded (section 2.4's equation)
+    # communication writes sigmoid(gate) * tanh(projected read) into h, each element under 1
+    # (the authors' code); false: the projected read itself (section 2.4's equation)
     comm_gate: bool = True
 
     def __post_init__(self) -> None:

@@ -31,9 +31,10 @@ paper tables and IMPALA's and PPO's curves report; no separate evaluation runs.
 (PPO with Kostrikov's settings, one agent per game). Each core's row then stands beside its
 own column of Table 7 (LSTM-PPO or RIMs-PPO). RIMs run with k_A = 5 of 6 RIMs, as Table 7.
 ``--paper-widths`` uses the authors' widths: an LSTM of 512 units against 6 RIMs of 85 (510)
-(appendix D.8, Figure 18; the PPO Atari agent then has 2.27M and 2.10M parameters); without
+(appendix D.8, Figure 18; the PPO Atari agent then has 2.27M and 2.17M parameters); without
 it each core keeps mira's widths, a parameter match at about half the cost: LSTM 256
-against 6 RIMs of 42 (252), 1.21M and 1.20M parameters (cores 534k and 518k).
+against 6 RIMs of 42 (252), 1.21M and 1.23M parameters (cores 534k and 551k; before RIMs
+gated their communication, 1.20M and 518k).
 
     python -m scripts.papers.atari_panel --frames 1e7   # both presets, 4 games, seed 0
     python -m scripts.papers.atari_panel --learners impala --seeds 0 1 --frames 2e7

@@ -98,12 +98,16 @@ def copying_batch(batch: int, dormant: int,
 class CopyModel(nn.Module):
     """Token embedding -> core -> linear readout to the 8 symbols."""
 
-    def __init__(self, core_name: str, hidden: int, embed: int, input_heads: int = 1):
+    def __init__(self, core_name: str, hidden: int, embed: int, input_heads: int = 1,
+                 comm_gate: bool = True):
         super().__init__()
         self.embed = nn.Embedding(VOCAB, embed)
         options = width_options(core_name, hidden)
-        if any(f.name == "input_heads" for f in dataclasses.fields(CORES[core_name].Config)):
+        fields = {f.name for f in dataclasses.fields(CORES[core_name].Config)}
+        if "input_heads" in fields:
             options["input_heads"] = input_heads  # RIMs: 1 for the copying task (Appendix D.1)
+        if "comm_gate" in fields:
+            options["comm_gate"] = comm_gate  # RIMs: False for the ungated communication
         self.core = CORES[core_name](embed, **options)
         self.readout = nn.Linear(self.core.output_size, NUM_SYMBOLS)
 
@@ -168,8 +172,9 @@ class RunFiles:
         self.ckpt, self.curve = self.dir / f"{stem}.pt", self.dir / f"{stem}.csv"
         self.row = self.dir / f"{stem}.json"
         self.settings = {k: getattr(args, k) for k in SAME_RUN}
-        if name == "rims":  # a checkpoint of the ungated RIMs (before comm_gate) is another model
-            self.settings["comm_gate"] = True
+        self.rims = name == "rims"
+        if self.rims:  # the ungated RIMs (--no-comm-gate; before comm_gate) is another model
+            self.settings["comm_gate"] = not args.no_comm_gate
         self.steps, self.device = args.steps, args.device
 
     def check(self) -> dict | None:
@@ -177,8 +182,10 @@ class RunFiles:
         if not self.ckpt.is_file():
             return None
         state = torch.load(self.ckpt, map_location="cpu", weights_only=False)
-        differ = {k: (state["settings"].get(k), v) for k, v in self.settings.items()
-                  if state["settings"].get(k) != v}
+        saved = state["settings"]
+        if self.rims:  # checkpoints from before comm_gate hold the ungated core
+            saved = {"comm_gate": False, **saved}
+        differ = {k: (saved.get(k), v) for k, v in self.settings.items() if saved.get(k) != v}
         if differ:
             raise SystemExit(f"copying: {self.ckpt} was trained with other settings "
                              f"(checkpoint, now): {differ}; use another --out")
@@ -271,7 +278,8 @@ def train_core(name: str, args: argparse.Namespace) -> dict:
     """
     torch.manual_seed(args.seed)
     device = torch.device(args.device)
-    model = CopyModel(name, args.hidden, args.embed, args.input_heads).to(device)
+    model = CopyModel(name, args.hidden, args.embed, args.input_heads,
+                      comm_gate=not args.no_comm_gate).to(device)
     optimizer = torch.optim.Adam(model.parameters(), lr=args.lr)
     g = torch.Generator().manual_seed(args.seed)
     files = RunFiles(args.out, name, args) if args.out else None
@@ -366,6 +374,9 @@ def main(argv: list[str] | None = None) -> list[dict]:
                         help="input-attention heads of cores that have them "
                              "(RIMs; Appendix D.1: 1)")
     parser.add_argument("--embed", type=int, default=32, help="token embedding width")
+    parser.add_argument("--no-comm-gate", action="store_true",
+                        help="RIMs: add the communication's read to the state ungated (section "
+                             "2.4's equation; the core before comm_gate)")
     parser.add_argument("--lr", type=float, default=1e-3, help="Adam learning rate (Appendix D.1)")
     parser.add_argument("--clip", type=float, default=1.0, help="gradient-norm clipping")
     parser.add_argument("--train-dormant", type=int, default=50,
