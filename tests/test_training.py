@@ -35,7 +35,8 @@ def test_smoke_run_leaves_a_complete_run_directory(tmp_path, small_cfg):
     assert saved["frames"] >= 400 and saved["updates"] >= 1
     ckpt = RunDir(run).latest_checkpoint()
     state = torch.load(ckpt, weights_only=True)  # plain state dicts only
-    assert set(state) == {"config", "learner", "progress"} and "agent" in state["learner"]
+    assert set(state) == {"config", "config_format", "learner", "progress"}
+    assert "agent" in state["learner"]
     assert summary["frames"] == saved["frames"]
     # The resolved config round-trips.
     again = load_config(run / "config.yaml")
