@@ -23,7 +23,13 @@ from agents.config import AgentConfig
 from agents.registry import ranged
 from envs.suites import ENVS, EnvConfig, MiniGridOptions, suite_options
 from learners.impala import ImpalaConfig
-from learners.migrations import CONFIG_FORMAT, MOVED, format_overrides, migrate  # noqa: F401
+from learners.migrations import (  # noqa: F401
+    CONFIG_FORMAT,
+    MOVED,
+    format_overrides,
+    migrate,
+    saved_overrides,
+)
 from learners.ppo import PPOConfig
 
 # The typed-YAML machinery; importers take these names from here as well.
@@ -190,6 +196,16 @@ def _check_option_ranges(options: Any, key: str) -> None:
             check_range(f"{key}.{name}", value, 1, None)
         elif isinstance(value, float) and name.endswith("dropout"):
             check_range(f"{key}.{name}", value, 0, 1, False, True)
+
+
+def load_saved_config(saved: dict, overrides: list[str] | None = None) -> ExperimentConfig:
+    """A config a checkpoint or burst file carries (``saved["config"]``), meaning what it meant.
+
+    Its ``config_format`` (3 where absent) gives the overrides an older format needs
+    (``saved_overrides``); validated without the runtime section.
+    """
+    old = saved_overrides(saved.get("config_format", 3), saved["config"])
+    return load_config(saved["config"], old + list(overrides or []), runtime=False)
 
 
 def load_config(source: str | Path | dict | None = None, overrides: list[str] | None = None,

@@ -25,13 +25,11 @@ def replay(path: str | Path) -> tuple[dict, dict[str, float], dict]:
     """``(capture, replayed norms, diagnostics)`` of one burst file, on CPU."""
     import torch
 
-    from learners.config import load_config
+    from learners.config import load_saved_config
     from learners.learner import Learner
-    from learners.migrations import saved_overrides
 
     capture = torch.load(path, map_location="cpu", weights_only=True)
-    old = saved_overrides(capture.get("config_format", 3), capture["config"])  # what it meant
-    cfg = load_config(capture["config"], old + ["learner.device=cpu"], runtime=False)
+    cfg = load_saved_config(capture, ["learner.device=cpu"])
     threads = torch.get_num_threads()
     try:
         learner = Learner(cfg, capture["spec"], threads=1)

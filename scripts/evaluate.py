@@ -13,8 +13,7 @@ import sys
 import time
 from pathlib import Path
 
-from learners.config import ConfigError, ExperimentConfig, load_config
-from learners.migrations import saved_overrides
+from learners.config import ConfigError, ExperimentConfig, load_config, load_saved_config
 
 
 def locate(path: str) -> tuple[Path, Path]:
@@ -43,9 +42,8 @@ def load_run_config(ckpt: Path, state: dict, overrides: list[str]) -> Experiment
     config and in ``overrides`` alike). Validated without the runtime section: evaluation
     does not use the training run's runner layout.
     """
-    if "config" in state:  # saved in an older config_format: what it meant then
-        old = saved_overrides(state.get("config_format", 3), state["config"])
-        return load_config(state["config"], old + overrides, runtime=False)
+    if "config" in state:
+        return load_saved_config(state, overrides)
     run_dir = ckpt.parent.parent
     if not (run_dir / "config.yaml").is_file():
         raise ConfigError(f"{ckpt} carries no config and there is no {run_dir / 'config.yaml'}")
