@@ -70,6 +70,12 @@ class RunDir:
                               f"continue it with `mira train --resume {cfg.run.dir}` "
                               "or pick another run.dir")
         run.checkpoints.mkdir(parents=True, exist_ok=True)
+        if stale := sorted(run.path.glob("*tfevents*")):
+            (run.path / "superseded").mkdir(exist_ok=True)
+            for f in stale:
+                f.rename(run.path / "superseded" / f.name)
+            print(f"[mira] {run.path}: {len(stale)} event file(s) of a start that ended before "
+                  "its first checkpoint moved to superseded/", file=sys.stderr)
         save_config(cfg, run.path / "config.yaml")
         meta = {"config_format": CONFIG_FORMAT, "seed": cfg.run.seed,
                 "git_revision": git_revision(), "command": sys.argv, "started": time.time(),

@@ -85,6 +85,21 @@ def test_resume_of_a_finished_run_changes_nothing(small_cfg, capsys):
     assert {p: p.read_bytes() for p in run.rglob("*") if p.is_file()} == before
 
 
+def test_a_start_lost_before_its_first_checkpoint_leaves_no_points_in_the_next(small_cfg):
+    from torch.utils.tensorboard import SummaryWriter
+
+    from scripts.curves import learning_curve
+
+    cfg = small_cfg()
+    for steps in ([16, 48], [32, 64]):  # the lost start, then the start that trains
+        run = RunDir.create(cfg, None)
+        with SummaryWriter(str(run.path)) as w:
+            for s in steps:
+                w.add_scalar("episode_return_mean100", float(s), s)
+    assert list(learning_curve(run.path)[0]) == [32, 64]
+    assert len(list((run.path / "superseded").glob("*tfevents*"))) == 1
+
+
 @pytest.mark.parametrize("argv, needs", [
     (["bench"], "mira bench needs a CONFIG file"),
     (["evaluate"], "mira evaluate needs a RUN_DIR or a checkpoint file"),
