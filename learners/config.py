@@ -151,9 +151,10 @@ class LearnerConfig:
     mixed_precision: bool = False
     # stop the run after this many updates in a row with a non-finite loss or gradient
     max_skipped_updates: int = ranged(5, 1)
-    # keep each optimizer step whose pre-clip gradient norm exceeds this or is not finite
-    # (0: never) in <run>/bursts/ (its minibatch, core state, weights, optimizer state and
-    # per-parameter gradient norms; the first 10 of a run): python -m scripts.burst replays one
+    # keep each optimizer step whose pre-clip gradient norm exceeds this or is not finite, or
+    # whose loss is not finite (0: never) in <run>/bursts/ (its minibatch, core state, weights,
+    # optimizer state and per-parameter gradient norms; the first 10 of a run):
+    # python -m scripts.burst replays one
     capture_grad_norm: float = ranged(0.0, 0)
     optimizer: OptimizerConfig = field(default_factory=OptimizerConfig)
 

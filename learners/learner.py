@@ -18,9 +18,10 @@ optimizer state, PopArt statistics, checkpoints) is a CPU copy that shares no st
 live tensors (``to_cpu``), whatever its device.
 
 Gradient bursts: with ``learner.capture_grad_norm`` set, a step whose pre-clip gradient norm
-exceeds it is kept (``capture``: the minibatch, its core state, the learner's state before
-the step and every parameter's gradient norm) for the driver to write to ``<run>/bursts/``;
-``replay`` recomputes that gradient (``python -m scripts.burst``).
+exceeds it or is not finite, or whose loss is not finite, is kept (``capture``: the minibatch,
+its core state, the learner's state before the step and every parameter's gradient norm, none
+for a non-finite loss) for the driver to write to ``<run>/bursts/``; ``replay`` recomputes that
+gradient and the loss's terms (``python -m scripts.burst``).
 """
 
 from __future__ import annotations
@@ -226,12 +227,14 @@ class Learner:
         for group in self.optimizer.param_groups:
             group["lr"] = self.lr()
         self.optimizer.zero_grad(set_to_none=True)
+        threshold = self.lcfg.capture_grad_norm
+        watch = bool(threshold) and inputs is not None and self.captured < CAPTURE_LIMIT
         if not bool(torch.isfinite(loss.detach())):
+            if watch:  # kept with no gradient: its replay's loss terms show which one broke
+                self.capture(float("nan"), {}, *inputs)
             self.step_skipped = True
             return float("nan")
         loss.backward()
-        threshold = self.lcfg.capture_grad_norm
-        watch = bool(threshold) and inputs is not None and self.captured < CAPTURE_LIMIT
         norms = self.grad_norms() if watch else None
         grad_norm = torch.nn.utils.clip_grad_norm_(self.agent.parameters(),
                                                    self.lcfg.optimizer.max_grad_norm)
@@ -273,9 +276,11 @@ class Learner:
         taken, self.captures = self.captures, []
         return taken
 
-    def replay(self, capture: dict) -> dict[str, float]:
-        """Each parameter's gradient norm, recomputed from a ``capture`` (no step is taken).
+    def replay(self, capture: dict) -> tuple[dict[str, float], dict[str, float]]:
+        """``(norms, terms)`` recomputed from a ``capture`` (no step is taken).
 
+        ``norms``: each parameter's gradient norm; ``terms``: the loss and its metrics
+        (``policy_loss``, ``value_loss``, ...), which say where a non-finite loss broke.
         Loads the capture's learner state, runs the forward, the algorithm's targets where
         they are not fixed per batch, and the loss on its minibatch; the learner keeps the
         capture's state afterwards.
@@ -289,12 +294,14 @@ class Learner:
         out = self.forward(batch, state)
         if not algorithm.fixed_targets(cfg):
             batch = algorithm.targets(out, batch, cfg, self.popart)
-        loss, _ = algorithm.loss(out, batch, cfg)
+        loss, metrics = algorithm.loss(out, batch, cfg)
+        terms = {k: float(torch.as_tensor(v).detach())
+                 for k, v in {"loss": loss, **metrics}.items()}
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()
         norms = self.grad_norms()
         self.optimizer.zero_grad(set_to_none=True)
-        return norms
+        return norms, terms
 
     def fit(self, batch: Batch, state: tuple) -> dict:
         """The optimizer steps of one update on ``batch`` from core ``state``; returns metrics.

@@ -179,6 +179,10 @@ class Trainer:
                 log.warning("could not keep update %d's gradient burst in %s: %s",
                             c["update"], path, e)
                 continue
+            if not c["grad_norms"]:  # the loss was not finite: no gradient to name
+                log.warning("update %d: the loss is not finite (learner.capture_grad_norm %g "
+                            "keeps it); kept in %s", c["update"], c["threshold"], path)
+                continue
             largest = ", ".join(f"{k} {v:.3g}" for k, v in list(c["grad_norms"].items())[:3])
             log.warning("update %d: pre-clip gradient norm %.4g (above learner.capture_grad_norm "
                         "%g); largest %s; kept in %s", c["update"], c["grad_norm"],

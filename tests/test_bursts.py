@@ -43,7 +43,7 @@ def test_a_kept_burst_is_the_step_s_starting_point_and_replays_to_the_same_gradi
 
     # A later step (Adam's moments present, a minibatch of the second update) replays to the
     # gradient the run computed, from the file alone.
-    capture, replayed, diagnostics = replay(files[-1])
+    capture, replayed, terms, diagnostics = replay(files[-1])
     assert capture["learner"]["optimizer"]["state"] != {}
     assert replayed == pytest.approx(capture["grad_norms"], rel=1e-4, abs=1e-7)
     assert sum(diagnostics["activation_frequency"]) == pytest.approx(4.0)  # k_active of 6 RIMs
@@ -51,7 +51,8 @@ def test_a_kept_burst_is_the_step_s_starting_point_and_replays_to_the_same_gradi
     assert main([str(files[-1]), "--top", "3"]) == 0
     out = capsys.readouterr().out.splitlines()
     assert out[0].startswith(f"{files[-1]}: update 1 (optimizer step 1 of it)")
-    assert "replayed" in out[1] and len(out) == 3 + 3 + 1  # header lines, 3 rows, diagnostics
+    assert "replayed" in out[1] and out[2].startswith("loss terms, replayed: loss ")
+    assert len(out) == 4 + 3 + 1  # header lines, 3 rows, diagnostics
 
 
 def test_no_threshold_keeps_nothing_and_a_missing_file_is_one_line(small_cfg, capsys):
@@ -72,17 +73,28 @@ def test_no_threshold_keeps_nothing_and_a_missing_file_is_one_line(small_cfg, ca
     assert stop.value.code == 2 and "is not a burst file mira wrote (EOFError" in err[-1]
 
 
-def test_a_non_finite_gradient_is_kept_before_the_step_is_skipped(small_cfg, monkeypatch):
+@pytest.mark.parametrize("how", ["grad", "loss"])
+def test_a_non_finite_gradient_or_loss_is_kept_before_the_step_is_skipped(
+        small_cfg, monkeypatch, tmp_path, capsys, how):
     from envs.runner import EnvRunner
+    from learners.config import to_dict
+    from scripts.burst import main
     from tests.test_training import _nonfinite_loss_after
 
     cfg = small_cfg(**{"learner.capture_grad_norm": 1e9})  # no finite norm reaches it
     runner = EnvRunner(cfg.env, cfg.agent, envs_per_runner=4, unroll_length=5)
     learner = Learner(cfg, runner.spec())
     assert "captures" not in learner.update(runner.rollout())
-    _nonfinite_loss_after(monkeypatch, 0, "grad")
+    _nonfinite_loss_after(monkeypatch, 0, how)
     metrics = learner.update(runner.rollout())
     assert metrics["skipped_updates"] == 1 and metrics["captures"] == 1
     (kept,) = learner.take_captures()
     assert kept["update"] == 1 and not kept["grad_norm"] < float("inf")
+    assert (kept["grad_norms"] == {}) == (how == "loss")  # a non-finite loss has no gradient
     assert learner.take_captures() == []
+    path = tmp_path / "burst.pt"
+    torch.save({**kept, "config": to_dict(cfg), "config_format": CONFIG_FORMAT}, path)
+    assert main([str(path), "--top", "2"]) == 0  # replayed under the same broken loss
+    out = capsys.readouterr().out.splitlines()
+    assert ("the loss was not finite" in out[1]) == (how == "loss")
+    assert out[2].startswith("loss terms, replayed: loss " + ("nan" if how == "loss" else ""))
