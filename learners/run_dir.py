@@ -42,6 +42,9 @@ def nonfinite_tensors(tensors: dict) -> list[str]:
             and not bool(torch.isfinite(v).all())]
 
 
+LEFT_BY_A_START = ("*tfevents*", "bursts", "summary.json")  # RunDir.create moves them aside
+
+
 class RunDir:
     """A run directory (``runs/<name>/``, module docstring) and its checkpoints."""
 
@@ -57,7 +60,11 @@ class RunDir:
         An unset ``run.name`` becomes ``<config file stem>-<timestamp>`` and an unset
         ``run.dir`` ``runs/<name>``: the config with them, as saved, is the run's ``cfg``
         (``cfg`` itself is frozen). A directory that already holds a checkpoint is a
-        ConfigError.
+        ConfigError. What a start that ended before its first checkpoint left
+        (``LEFT_BY_A_START``: event files, kept bursts, its summary) goes to ``superseded/``, so
+        the new run's curves and bursts are its own (a curve keeps the last value per frame
+        count, and the two starts log at different ones; an old burst file's name would block
+        the new run's at that step).
         """
         stem = Path(config_path).stem if config_path else "run"
         name = cfg.run.name or f"{stem}-{time.strftime('%Y%m%d-%H%M%S')}"
@@ -70,12 +77,12 @@ class RunDir:
                               f"continue it with `mira train --resume {cfg.run.dir}` "
                               "or pick another run.dir")
         run.checkpoints.mkdir(parents=True, exist_ok=True)
-        if stale := sorted(run.path.glob("*tfevents*")):
+        if stale := sorted(p for pattern in LEFT_BY_A_START for p in run.path.glob(pattern)):
             (run.path / "superseded").mkdir(exist_ok=True)
             for f in stale:
-                f.rename(run.path / "superseded" / f.name)
-            print(f"[mira] {run.path}: {len(stale)} event file(s) of a start that ended before "
-                  "its first checkpoint moved to superseded/", file=sys.stderr)
+                f.replace(run.path / "superseded" / f.name)
+            print(f"[mira] {run.path}: what a start that ended before its first checkpoint left "
+                  f"({', '.join(f.name for f in stale)}) moved to superseded/", file=sys.stderr)
         save_config(cfg, run.path / "config.yaml")
         meta = {"config_format": CONFIG_FORMAT, "seed": cfg.run.seed,
                 "git_revision": git_revision(), "command": sys.argv, "started": time.time(),

@@ -17,6 +17,7 @@ precision on a GPU), so the file is enough to study what made the burst.
 from __future__ import annotations
 
 import argparse
+import math
 import pickle
 import sys
 from pathlib import Path
@@ -67,7 +68,10 @@ def main(argv: list[str] | None = None) -> int:
     print("loss terms, replayed: " + ", ".join(f"{k} {v:.4g}" for k, v in terms.items()))
     width = max((len(k) for k in norms), default=9)
     print(f"{'parameter':<{width}}  {'kept':>10}  {'replayed':>10}")
-    kept = capture["grad_norms"] or dict.fromkeys(norms, float("nan"))
+    # no gradient kept (a non-finite loss): the replayed norms, non-finite first, then largest
+    kept = capture["grad_norms"] or dict.fromkeys(
+        sorted(norms, key=lambda k: -norms[k] if math.isfinite(norms[k]) else -math.inf),
+        float("nan"))
     for name, value in list(kept.items())[:args.top]:
         print(f"{name:<{width}}  {value:>10.4g}  {norms.get(name, float('nan')):>10.4g}")
     for name, values in diagnostics.items():

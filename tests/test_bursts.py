@@ -98,3 +98,4 @@ def test_a_non_finite_gradient_or_loss_is_kept_before_the_step_is_skipped(
     out = capsys.readouterr().out.splitlines()
     assert ("the loss was not finite" in out[1]) == (how == "loss")
     assert out[2].startswith("loss terms, replayed: loss " + ("nan" if how == "loss" else ""))
+    assert "policy_loss nan" not in out[2]  # the broken part is after the terms were summed

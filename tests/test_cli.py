@@ -96,8 +96,13 @@ def test_a_start_lost_before_its_first_checkpoint_leaves_no_points_in_the_next(s
         with SummaryWriter(str(run.path)) as w:
             for s in steps:
                 w.add_scalar("episode_return_mean100", float(s), s)
+        if steps[0] == 16:  # the lost start also kept a burst
+            (run.path / "bursts").mkdir()
+            (run.path / "bursts" / "update00000000-step0.pt").write_bytes(b"")
     assert list(learning_curve(run.path)[0]) == [32, 64]
     assert len(list((run.path / "superseded").glob("*tfevents*"))) == 1
+    assert not (run.path / "bursts").exists()
+    assert (run.path / "superseded" / "bursts" / "update00000000-step0.pt").is_file()
 
 
 @pytest.mark.parametrize("argv, needs", [
