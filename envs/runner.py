@@ -107,7 +107,11 @@ class EnvRunner:
         """Reset every env and compute the agent's output at step 0 of the first unroll."""
         for k, v in self.batch.reset().items():
             self.obs[k][0] = v
+        # A reset row has no previous action or reward (agents/steps.py); after an
+        # evaluation the row still holds the last played step's.
         self.buf["reset"][0] = True
+        self.buf["last_action"][0] = 0
+        self.buf["last_reward"][0] = 0.0
         self.state_before = self.agent.initial_state(self.B)
         self._started = False
         self._act(0)

@@ -128,6 +128,18 @@ def test_resets_and_the_zeroed_last_action_and_reward(played, unroll):
                                   np.where(tr.reset[1:, 1], 0.0, TIMEOUT_REWARD))
 
 
+def test_evaluation_leaves_every_env_restarted_with_no_previous_action_or_reward():
+    # When the goal level's counted episode ends (step 5), the timeout level is inside its
+    # second episode, its row holding the step's reward; the restart after the evaluation
+    # (the training stream's next row) and the next evaluation's start are reset rows.
+    runner = EnvRunner(EnvConfig(levels=[GOAL_ID, TIMEOUT_ID]), AGENT, envs_per_runner=2,
+                       unroll_length=T, seed=4)
+    assert runner.run_episodes(1) == [(1, 3 * TIMEOUT_REWARD, 3), (0, GOAL_REWARD, 5)]
+    rows = runner.step_inputs(0)
+    assert rows["reset"].all(), rows["reset"]
+    assert not rows["last_action"].any() and not rows["last_reward"].any(), rows
+
+
 def test_a_new_episode_starts_from_the_reset_observation(played):
     runner, (first, second) = played
     start = {k: v[0] for k, v in first.obs.items()}
