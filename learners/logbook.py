@@ -61,7 +61,15 @@ class Logbook:
     """TensorBoard writer plus a one-line progress display."""
 
     def __init__(self, log_dir, tasks: list[str], total_frames: int, quiet: bool = False,
-                 score_suite: str = "none"):
+                 score_suite: str = "none", resumed_at: int | None = None):
+        """``resumed_at``: the frames of the checkpoint a resumed run starts from.
+
+        An earlier start may have logged past that checkpoint before it was killed (a second
+        Ctrl-C, a lost worker, a killed process). Those points belong to a trajectory the
+        resumed run does not continue, so this start's file begins with TensorBoard's purge
+        marker: readers (TensorBoard, ``scripts/curves.py``) drop every earlier point after
+        the checkpoint's frames.
+        """
         from torch.utils.tensorboard import SummaryWriter
 
         from envs import scores
@@ -71,7 +79,8 @@ class Logbook:
         if score_suite != "none" and scores.has_reference_scores(score_suite):
             self.normalize = lambda task, ret: scores.normalized_score(score_suite, task, ret)
 
-        self.writer = SummaryWriter(str(log_dir))
+        self.writer = SummaryWriter(str(log_dir),
+                                    purge_step=None if resumed_at is None else resumed_at + 1)
         self.tasks = tasks
         self.total_frames = total_frames
         self.quiet = quiet

@@ -108,7 +108,8 @@ class Trainer:
         self._log_frames, self._queue_wait, self.last_metrics = self.frames, 0.0, {}
         self._log_frames0 = self.frames  # frames at this start or resume: the ETA's mean speed
         self.log = Logbook(run.path, self.spec["tasks"], cfg.run.total_frames, quiet,
-                           self.spec["score_suite"])
+                           self.spec["score_suite"],
+                           resumed_at=self.frames if resume_from is not None else None)
         self.metrics_acc: dict[str, list[float]] = collections.defaultdict(list)
         self.evaluator, self.eval_ref, self.eval_frames = None, None, 0
         every = cfg.eval.every_frames

@@ -58,6 +58,31 @@ def test_tensorboard_has_the_promised_scalars(tmp_path, small_cfg):
             and "episode_length/MiniGrid-Empty-5x5-v0" in tags)
 
 
+def test_a_resume_drops_what_an_earlier_start_logged_after_its_checkpoint(small_cfg):
+    # A start killed without its final checkpoint (a second Ctrl-C, a lost worker) has logged
+    # past the checkpoint a resume starts from: a trajectory the resumed run does not
+    # continue, so the run's curves (and a compare's frames to a threshold) leave it out.
+    from torch.utils.tensorboard import SummaryWriter
+
+    from scripts.curves import learning_curve
+
+    cfg = small_cfg(**{"run.total_frames": 400, "run.log_every_s": 0.01})
+    Trainer(cfg, RunDir.create(cfg, None), quiet=True).train()
+    run = RunDir(cfg.run.dir)
+    frames0 = RunDir.load_checkpoint(run.latest_checkpoint())["progress"]["frames"]
+    time.sleep(1.1)  # event files sort by the second they were opened in
+    with SummaryWriter(str(run.path)) as w:  # the killed start's points past the checkpoint
+        for step in (frames0 + 1, frames0 + 3, 10_000):
+            w.add_scalar("lr", 99.0, step)
+    assert list(learning_curve(run.path, "lr")[1]).count(99.0) == 3
+    time.sleep(1.1)
+    cfg2 = run.load_config(["run.total_frames=800"])
+    Trainer(cfg2, run, resume_from=run.latest_checkpoint(), quiet=True).train()
+    frames, values = learning_curve(run.path, "lr")
+    assert 99.0 not in values, list(zip(frames, values))
+    assert frames0 in frames and frames[-1] >= 800  # the checkpoint's own point stays
+
+
 def test_resume_continues_frames_and_optimizer_state(tmp_path, small_cfg):
     cfg = small_cfg(**{"run.total_frames": 400})
     Trainer(cfg, RunDir.create(cfg, None), quiet=True).train()
