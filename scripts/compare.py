@@ -305,9 +305,13 @@ def _match_params(combos: list, common: list[str], near: Path, spec: CompareSpec
 
 
 def primary_now(spec: CompareSpec, trials: list[Trial]) -> list[dict]:
-    """The primary pairs' intervals from the trials' files as they are now."""
+    """The primary pairs' intervals from the ``trials``' files as they are now.
+
+    Only trials finished to their frames count: an interrupted, diverged or failed trial's
+    summary holds a score from short of its budget.
+    """
     scores: dict = {}
-    for t in trials:
+    for t in (t for t in trials if trial_state(t.dir, t.cfg.run.total_frames) == "done"):
         evaluation = (read_json(t.dir / "eval.json")
                       if eval_is_current(t.dir, spec.evaluate.episodes) else None)
         value = plan_mod.trial_score(spec.plan, read_json(t.dir / "summary.json"), evaluation)
@@ -420,9 +424,12 @@ def run_compare(path: str, dry_run: bool = False, max_concurrent: int | None = N
             failed.update(lost)
             if spec.plan.stop != "decided":
                 continue
-            intervals = primary_now(spec, trials)
+            # the look after seed i reads seeds 0..i alone: run again on a study decided
+            # earlier, it decides at the same seed, and no later seed is read before its look
+            looked = [t for t in trials if t.seed in spec.seeds[: i + 1] and t.slug not in failed]
+            intervals = primary_now(spec, looked)
             if plan_mod.decided(intervals):
-                for j in (j for g in groups[i + 1:] for j in g):
+                for j in (j for g in groups[i + 1:] for j in g if needs_work(j)):
                     status[j["slug"]] = "not needed"
                 if not quiet and i + 1 < len(groups):
                     say(f"decided after {i + 1} seed(s): every primary interval excludes "

@@ -272,6 +272,31 @@ def test_compare_runs_reports_and_resumes(tmp_path, ray_local, capsys):
     assert change["after_report"] and change["what"] == ["frames raised 400 -> 800"]
 
 
+def test_a_decided_study_run_again_decides_at_the_same_seed_and_reports_every_trial(
+        tmp_path, capsys):
+    # Ten finished seeds (rebuilt from the study's table), the first variant ahead by 0.8 at
+    # each: the rule's looks read seeds 0..i, so it decides at the eighth seed, as it did when
+    # those seeds ran one at a time, and the trials that ran after it stay in the report.
+    columns = ["variant", "seed", "frames", "task", "score", "train_return"]
+    table = ",".join(columns) + "\n" + "".join(
+        f"hidden-size-{w},{seed},400,MiniGrid-Empty-5x5-v0,{r},{r}\n"
+        for w, r in ((16, 0.1), (32, 0.9)) for seed in range(10))
+    (tmp_path / "tiny.csv").write_text(table)
+    path = write_compare(tmp_path, seeds=list(range(10)), keep=str(tmp_path / "kept"),
+                         csv={"path": str(tmp_path / "tiny.csv"),
+                              "columns": {c: c for c in columns}},
+                         plan={"pairs": [["hidden-size-32", "hidden-size-16"]], "score": "train",
+                               "bounds": [0.0, 1.0], "stop": "decided"})
+    for _ in range(2):
+        result = run_compare(str(path))
+        assert set(result["trials"].values()) == {"skipped"}, result["trials"]
+        assert "decided after 8 seed(s)" in capsys.readouterr().err
+        res = result["results"]
+        assert len(res["trials"]) == 20
+        (primary,) = res["primary"]
+        assert primary["seeds"] == list(range(10)) and primary["low"] > 0
+
+
 @pytest.mark.ray
 def test_decided_rule_looks_after_each_seed_with_a_report(tmp_path, ray_local, capsys):
     # One seed at a time; after each (but the last) the console gives every primary interval
