@@ -203,7 +203,8 @@ def primary_intervals(plan: PlanSpec, scores: dict, seeds: list[int]) -> list[di
     for a, b in plan.pairs:
         both = [s for s in seeds if s in scores.get(a, {}) and s in scores.get(b, {})]
         row = {"pair": [a, b], "seeds": both, "alpha": plan.alpha / k,
-               "statistic": plan.statistic, "null": null, "estimate": None, "low": None,
+               "statistic": plan.statistic, "score": plan.score, "aggregate": plan.aggregate,
+               "null": null, "estimate": None, "low": None,
                "high": None, "excludes_null": False,
                "scores": [[scores[a][s], scores[b][s]] for s in both]}
         if both:
@@ -273,7 +274,9 @@ def markdown(res: dict) -> list[str]:
     lines.append("")
     if not primary:
         return lines
-    k = len(primary)
+    # The level and score the intervals were computed with: the plan as it is now, which a
+    # dated change (above) may have moved from the plan as first seen.
+    k, alpha = len(primary), primary[0]["alpha"] * len(primary)
     what = ("mean paired difference (a - b)" if primary[0]["statistic"] == "difference"
             else "P(a beats b at a seed), ties one half")
     lines += ["## Primary comparisons (anytime-valid)", "",
@@ -281,8 +284,8 @@ def markdown(res: dict) -> list[str]:
               "(variants at one seed share environment seeds and, where their torsos match, the "
               "torso's initial weights). Intervals are confidence sequences (hedged betting, "
               "Waudby-Smith & Ramdas 2023): valid however often the report is read and whenever "
-              f"the compare stops. Level 1 - {p['alpha']}/{k} each (Bonferroni over {k} declared "
-              f"pair(s)), so all {k} hold together with probability {1 - p['alpha']:.2f}. "
+              f"the compare stops. Level 1 - {alpha:g}/{k} each (Bonferroni over {k} declared "
+              f"pair(s)), so all {k} hold together with probability {1 - alpha:.2f}. "
               f"No difference is {primary[0]['null']:g}.", "",
               f"| a | b | seeds | estimate | interval | excludes {primary[0]['null']:g} |",
               "| --- | --- | ---: | ---: | --- | --- |"]
@@ -298,7 +301,8 @@ def markdown(res: dict) -> list[str]:
         verdict = (f"Not decided: {done} of {k} primary intervals exclude {null}; the study is "
                    "decided when all do. An interval that excludes it stays so at later looks.")
     lines += ["", verdict, ""]
-    return lines + paired_markdown(primary, p["score"], p["aggregate"])
+    return lines + paired_markdown(primary, primary[0].get("score", p["score"]),
+                                   primary[0].get("aggregate", p["aggregate"]))
 
 
 def paired_markdown(primary: list[dict], score: str, aggregate: str) -> list[str]:

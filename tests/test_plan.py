@@ -41,6 +41,23 @@ def test_the_plan_is_kept_as_first_seen_and_later_changes_are_dated(tmp_path):
     assert "Not decided: 1 of 2 primary intervals exclude 0.5 (no difference)" in text
 
 
+def test_after_a_dated_change_the_report_states_the_level_and_score_its_intervals_used(tmp_path):
+    # Declared at alpha 0.05 on the evaluation; changed later to 0.1 on the training return.
+    # The intervals are the current plan's, and so must be the level and score they are
+    # described with (the change itself is listed, dated, above them).
+    first = plan_mod.PlanSpec(pairs=[["a", "b"]], bounds=[0, 1], alpha=0.05, score="eval")
+    plan_mod.register(tmp_path, plan_mod.record(first, [0, 1], {"a": 100, "b": 100}, 30))
+    plan_mod.note_report(tmp_path)
+    now = plan_mod.PlanSpec(pairs=[["a", "b"]], bounds=[0, 1], alpha=0.1, score="train")
+    state = plan_mod.register(tmp_path, plan_mod.record(now, [0, 1], {"a": 100, "b": 100}, 30))
+    assert state["plan"]["alpha"] == 0.05 and state["changes"][-1]["after_report"]
+    primary = plan_mod.primary_intervals(now, {"a": {0: 0.9, 1: 0.8}, "b": {0: 0.1, 1: 0.2}},
+                                         [0, 1])
+    text = "\n".join(plan_mod.markdown({"plan": state, "primary": primary}))
+    assert "Level 1 - 0.1/1 each" in text and "with probability 0.90" in text, text
+    assert "the last-100 training return's mean" in text, text
+
+
 def test_primary_intervals_pair_by_seed_and_split_alpha():
     plan = plan_mod.PlanSpec(pairs=[["a", "b"], ["a", "c"]], bounds=[0, 10], alpha=0.1)
     scores = {"a": {s: 9.0 for s in range(12)}, "b": {s: 1.0 for s in range(12)},
