@@ -136,11 +136,15 @@ def policy_advantages(pg_adv: torch.Tensor, log_rhos: torch.Tensor, cfg) -> torc
     importance weight, so V-trace's advantage is divided by the clipped rho it already
     holds. The division uses the rhos of the targets' own pass (``log_rhos`` [T, B]): with
     ``learner.impala.fixed_targets`` those of the weights at the update's start, which the
-    minibatches' losses no longer see.
+    minibatches' losses no longer see. Where rho underflows to 0 (pi / mu below about 1e-45
+    in float32) V-trace's advantage is exactly 0 and the TD term cannot be recovered: it
+    stays 0 (divided by 1, not 0 / 0), and the surrogate's gradient there is about 0 anyway
+    (its ratio is).
     """
     if not cfg.impala.surrogate_clip:
         return pg_adv
-    return pg_adv / log_rhos.exp().clamp(max=cfg.impala.clip_pg_rho_threshold)
+    rho = log_rhos.exp().clamp(max=cfg.impala.clip_pg_rho_threshold)
+    return pg_adv / torch.where(rho > 0, rho, 1.0)
 
 
 @torch.no_grad()

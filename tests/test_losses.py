@@ -283,6 +283,21 @@ def test_old_run_directories_keep_impala_without_the_value_clip(small_cfg, tmp_p
         assert RunDir.open(run).load_config().learner.clip_value is expected, fmt
 
 
+def test_surrogate_clip_survives_a_rho_that_underflows():
+    # pi gives each taken action e^-200 of mu's weight: pi / mu underflows to 0 in float32,
+    # and V-trace's advantage (rho times the TD term) is 0 there; undoing rho must not give
+    # 0 / 0. The surrogate's gradient there is ~0 anyway (its ratio is ~0).
+    batch, out = batch_and_output()
+    batch["behaviour_logits"] = out.logits.detach().clone()
+    logits = (out.logits.detach() - 200.0 * torch.nn.functional.one_hot(
+        batch["action"].long(), out.logits.shape[-1])).requires_grad_(True)
+    cfg = LearnerConfig(reward_clip="none", entropy_cost=0.0, baseline_cost=0.0,
+                        impala=ImpalaConfig(surrogate_clip=0.2))
+    loss = loss_of(AgentOutput(logits, out.value), Batch.from_dict(batch), cfg).loss
+    assert torch.isfinite(loss)
+    assert torch.isfinite(torch.autograd.grad(loss, logits)[0]).all()
+
+
 def test_surrogate_clip_is_the_papers_gradient_on_policy_and_clips_off_policy():
     """On-policy (pi = mu) the clipped surrogate's gradient is the V-trace policy gradient's.
 
