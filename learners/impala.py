@@ -71,7 +71,8 @@ class ImpalaConfig:
     # V-trace rho-bar of the policy gradient (section 4.2)
     clip_pg_rho_threshold: float = ranged(1.0, 0, None, True)
     clip_c_threshold: float = ranged(1.0, 0, None, True)  # V-trace c-bar of the traces (eq. 1)
-    # 0 = the paper's policy gradient; eps > 0 = PPO's clipped surrogate on pi/mu (RLlib's APPO)
+    # 0 = the paper's policy gradient; eps > 0 = PPO's clipped surrogate on pi/mu, mu the
+    # runners' policy (with lock-step runners the policy at the update's start)
     surrogate_clip: float = ranged(0.0, 0, 1, False, True)
     # V-trace once per batch from the weights at its start, kept through epochs and
     # minibatches (as PPO's GAE); false = at every step
@@ -187,7 +188,10 @@ def impala_loss(out, batch: Batch, cfg) -> LossOutput:
     if cfg.impala.surrogate_clip:
         # PPO's clipped surrogate (Schulman et al. 2017, eq. 7) on the ratio pi/mu to the
         # actors' policy with V-trace's advantage: many steps per batch without the policy
-        # running away from the data (RLlib's APPO).
+        # running away from the data (APPO). With lock-step runners mu is the policy at the
+        # update's start, PPO's pi_old; with asynchronous ones it lags that by the policy lag,
+        # and the clip is then also a trust region around the stale mu (RLlib's APPO clips
+        # against its target network's policy instead).
         ratio = (target_logp - behaviour_logp).exp()
         eps = cfg.impala.surrogate_clip
         surrogate = torch.max(-pg_adv * ratio, -pg_adv * ratio.clamp(1.0 - eps, 1.0 + eps))
