@@ -177,6 +177,10 @@ def run_trial(job: dict) -> dict:
                     resume_from=run.latest_checkpoint() if state == "resume" else None,
                     ).train(stop_when=stop_requested(run_dir))
         summary = read_json(run_dir / "summary.json")
+        if d := summary.get("diverged"):  # short of its frames: a failed trial, not a result
+            raise RuntimeError(f"diverged: updates {d['last_good_update'] + 1}-{d['update']} had "
+                               "a non-finite loss or gradient; its checkpoint holds update "
+                               f"{d['last_good_update']}'s weights")
         if (job["episodes"] and not summary["interrupted"]
                 and not eval_is_current(run_dir, job["episodes"])):
             evaluate_checkpoint(str(run_dir), episodes=job["episodes"],

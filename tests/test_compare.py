@@ -272,6 +272,25 @@ def test_compare_runs_reports_and_resumes(tmp_path, ray_local, capsys):
     assert change["after_report"] and change["what"] == ["frames raised 400 -> 800"]
 
 
+def test_a_trial_that_diverges_fails_with_why_and_is_not_evaluated(tmp_path, monkeypatch):
+    # A diverged run stops short of its frames with its last good weights: in a compare it is
+    # a failed trial (reported with the error, retried by the next run), not a finished one.
+    from scripts.trials import make_job, run_trial
+    from tests.test_training import _nonfinite_loss_after
+
+    _nonfinite_loss_after(monkeypatch, 3)
+    overrides = dict(yaml.safe_load(write_compare(tmp_path).read_text())["overrides"],
+                     **{"run.total_frames": 10**6, "learner.max_skipped_updates": 4})
+    spec, trials, _ = load_spec(write_compare(tmp_path, overrides=overrides, matrix={},
+                                              seeds=[0], plan={}))
+    (trial,) = trials
+    job = make_job(trial, spec, trial.cfg.run.total_frames, [], True)
+    with pytest.raises(RuntimeError, match=r"diverged: updates 4-7 had a non-finite loss or "
+                                           r"gradient; its checkpoint holds update 3's weights"):
+        run_trial(job)
+    assert not (trial.dir / "eval.json").exists()
+
+
 def test_a_decided_study_run_again_decides_at_the_same_seed_and_reports_every_trial(
         tmp_path, capsys):
     # Ten finished seeds (rebuilt from the study's table), the first variant ahead by 0.8 at
