@@ -320,6 +320,11 @@ def primary_now(spec: CompareSpec, trials: list[Trial]) -> list[dict]:
     return plan_mod.primary_intervals(spec.plan, scores, spec.seeds)
 
 
+def _started(trials: list[Trial], slugs) -> list[Trial]:
+    """The trials named in ``slugs`` that started: their run directory exists."""
+    return [t for t in trials if t.slug in slugs and t.dir.is_dir()]
+
+
 def _partial_report(spec: CompareSpec, trials: list[Trial], out_dir: Path, status: dict,
                     quiet: bool, failed: dict | None = None) -> dict:
     """The report of the trials finished and evaluated so far, and of those that failed."""
@@ -334,7 +339,7 @@ def _partial_report(spec: CompareSpec, trials: list[Trial], out_dir: Path, statu
     results = None
     if ready:
         results = write_report(out_dir, spec, ready, failed, trials[0].cfg.run.total_frames,
-                               unfinished)
+                               unfinished, _started(trials, {*failed, *unfinished}))
     if not quiet:
         shown = left_out(unfinished, [t.slug for t in ready])
         say(f"wrote {out_dir / 'report.md'}: {len(ready)} of {len(trials)} trial(s) finished and "
@@ -447,7 +452,9 @@ def run_compare(path: str, dry_run: bool = False, max_concurrent: int | None = N
                        for s, r in results.items()})
     status.update({s: "failed" for s in failed})
     ok = [t for t in trials if t.slug not in failed and status[t.slug] != "not needed"]
-    results = (write_report(out_dir, spec, ok, failed, trials[0].cfg.run.total_frames)
+    left = {*failed, *(s for s, v in status.items() if v == "not needed")}  # started or not
+    results = (write_report(out_dir, spec, ok, failed, trials[0].cfg.run.total_frames,
+                            started=_started(trials, left))
                if ok else None)
     if not quiet:
         say(f"wrote {out_dir / 'report.md'}, results.json and plots" if ok

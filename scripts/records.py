@@ -183,6 +183,11 @@ def _number(text: str):
     return None if text in ("", None) else float(text)
 
 
+def _finished(row: dict, col: dict) -> bool:
+    """Whether a table row is a finished trial's: a table without a status says nothing else."""
+    return "status" not in col or (row.get(col["status"]) or "finished") == "finished"
+
+
 def from_table(trials, table, keep_dir: str, episodes: int, plan_score: str) -> list[str]:
     """Rebuild the records of trials that only the compare's table still holds.
 
@@ -214,8 +219,8 @@ def from_table(trials, table, keep_dir: str, episodes: int, plan_score: str) -> 
     if lacking:
         # Trials not yet run (or running) have no rows: only rows beyond the recorded trials'
         # own can belong to a lost one.
-        with open(table.path, newline="") as f:
-            rows = sum(1 for _ in csv.DictReader(f))
+        with open(table.path, newline="") as f:  # the failed and unfinished rows aside
+            rows = sum(1 for r in csv.DictReader(f) if _finished(r, col))
         recorded = sum(len(build_suite(t.cfg.env).tasks) for t in trials if t not in missing)
         if rows <= recorded:
             return []
@@ -233,7 +238,7 @@ def from_table(trials, table, keep_dir: str, episodes: int, plan_score: str) -> 
     for t in missing:
         name = t.slug if trial_key == "trial" else t.variant
         mine = [r for r in rows if r[col[trial_key]] == name and r[col["seed"]] == str(t.seed)
-                and r[col[score_key]] != ""]
+                and r[col[score_key]] != "" and _finished(r, col)]
         if not mine:
             continue
         frames = {int(r[col["frames"]]) for r in mine}

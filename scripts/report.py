@@ -445,11 +445,12 @@ def plot(out: Path, res: dict, curves: dict, curve_label: str) -> None:
 
 
 def write_report(out: Path, spec, trials, failed: dict, target_frames: int,
-                 unfinished: list[str] = ()) -> dict:
+                 unfinished: list[str] = (), started=()) -> dict:
     """Write ``results.json``, ``report.md`` and the plots into ``out``; returns the results.
 
     ``trials`` are the compare trials that did not fail; ``failed`` maps the others' slugs to
-    their errors; ``unfinished`` names the trials a partial report leaves out.
+    their errors; ``unfinished`` names the trials a partial report leaves out; ``started``
+    holds the failed and unfinished trials that started, for the table (``results_csv``).
     """
     if (out / "plan.json").is_file():
         plan_mod.note_report(out)  # a report is a look at the data
@@ -462,7 +463,7 @@ def write_report(out: Path, spec, trials, failed: dict, target_frames: int,
                                        for t in trials}}
     (out / "results.json").write_text(json.dumps(res, indent=2))
     (out / "report.md").write_text(markdown(res))
-    results_csv.write(out, spec.csv, res, trials)
+    results_csv.write(out, spec.csv, res, trials, started)
     curves: dict = {}
     for t in trials:  # a trial rebuilt from a table has no curve
         if len((curve := learning_curve(t.dir, tag))[0]):

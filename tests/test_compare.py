@@ -518,6 +518,49 @@ def test_the_csv_section_writes_one_row_per_trial_and_task(tmp_path, capsys):
     assert "## Time to -1" in report and "not reached" not in report
 
 
+def test_a_status_column_puts_every_trial_that_started_in_the_csv(tmp_path):
+    """Finished, unfinished and failed trials each get a row; a trial never started has none."""
+    import csv
+
+    from scripts.results_csv import rows
+    from scripts.trials import make_job, run_trial
+
+    table = tmp_path / "study.csv"
+    columns = {"variant": "variant", "seed": "seed", "status": "status", "frames": "frames",
+               "score": "score", "to_frames": "frames_to_threshold"}
+    path = write_compare(tmp_path, seeds=[0, 1, 2], threshold=-1.0,
+                         csv={"path": str(table), "columns": columns})
+    spec, trials, out = load_spec(path)
+    for t in trials[:3]:  # seed 0's and one of seed 1's, finished and evaluated
+        run_trial(make_job(t, spec, t.cfg.run.total_frames, [], True))
+    short = trials[3]  # seed 1's other trial stops short of its frames, with a checkpoint
+    run_trial(make_job(short, spec, 200, [], False))
+    at = RunDir.frames_of(RunDir(short.dir).latest_checkpoint())
+    assert 0 < at < short.cfg.run.total_frames
+    res = run_compare(str(path), quiet=True, report_only=True)["results"]
+    assert res["unfinished"] == [t.slug for t in trials[3:]]
+    with open(table, newline="") as f:
+        got = list(csv.DictReader(f))
+    assert [(r["variant"], r["seed"], r["status"]) for r in got] == [
+        (t.variant, str(t.seed), "finished") for t in trials[:3]] + [
+        (short.variant, "1", "unfinished")]  # seed 2 never started: no rows
+    assert all(r["score"] and r["to_frames"] for r in got[:3])
+    assert got[3]["frames"] == str(at) and got[3]["score"] == got[3]["to_frames"] == ""
+    # a trial that diverged is failed, also when --report, which runs nothing, writes the table
+    summary = json.loads((short.dir / "summary.json").read_text())
+    summary["diverged"] = {"update": 3, "last_good_update": 2}
+    (short.dir / "summary.json").write_text(json.dumps(summary))
+    run_compare(str(path), quiet=True, report_only=True)
+    with open(table, newline="") as f:
+        assert list(csv.DictReader(f))[3]["status"] == "failed"
+    # a failed trial: its frames at its latest checkpoint, no score; no status column, no row
+    failed = {"trials": [], "failed": {short.slug: "RuntimeError: diverged"}}
+    assert rows(failed, [], columns, [short]) == [
+        {"variant": short.variant, "seed": 1, "status": "failed", "frames": at, "score": None,
+         "to_frames": None}]
+    assert rows(failed, [], {"seed": "seed", "score": "score"}, [short]) == []
+
+
 def test_a_compare_without_evaluation_scores_variants_by_their_training_return(tmp_path):
     import csv
 

@@ -110,27 +110,31 @@ def test_keep_refuses_a_file_and_a_pbt_population(tmp_path, capsys):
 
 def test_trials_only_the_table_holds_are_rebuilt_from_it(tmp_path, capsys):
     keep, table = tmp_path / "kept", tmp_path / "study.csv"
-    path = write_compare(tmp_path, keep=str(keep), threshold=-1.0, csv={
-        "path": str(table), "columns": {
-            "variant": "variant", "seed": "seed", "frames": "frames", "task": "task",
-            "score": "score", "return": "return", "wall": "wall_time_s",
-            "train": "train_return", "to_frames": "frames_to_threshold",
-            "to_minutes": "minutes_to_threshold"}},
-        plan={"pairs": [["hidden-size-32", "hidden-size-16"]], "score": "eval",
-              "bounds": [0.0, 1.0]})
+    columns = {"variant": "variant", "seed": "seed", "frames": "frames", "task": "task",
+               "score": "score", "return": "return", "wall": "wall_time_s",
+               "train": "train_return", "to_frames": "frames_to_threshold",
+               "to_minutes": "minutes_to_threshold"}
+    plan = {"pairs": [["hidden-size-32", "hidden-size-16"]], "score": "eval",
+            "bounds": [0.0, 1.0]}
+    path = write_compare(tmp_path, keep=str(keep), threshold=-1.0,
+                         csv={"path": str(table), "columns": columns}, plan=plan)
     spec, trials, out = load_spec(path)
     for t in trials:
         run_trial(make_job(t, spec, t.cfg.run.total_frames, [], True))
     before = run_compare(str(path), quiet=True, report_only=True)["results"]
     rows = _table(table)
-    # The records and run directories are lost; only the committed table is left.
+    # The records and run directories are lost; only the committed table is left. The compare
+    # file has since gained a status column, which that table was written without.
     shutil.rmtree(out)
     shutil.rmtree(keep)
+    write_compare(tmp_path, keep=str(keep), threshold=-1.0, plan=plan, csv={
+        "path": str(table), "columns": {**columns, "status": "status"}})
     capsys.readouterr()
     after = run_compare(str(path), report_only=True)["results"]
     err = capsys.readouterr().err
     assert err.count("final scores only") == 4 and err.count("restored from its kept") == 4
-    assert _table(table) == rows  # every column of the table comes back, times included
+    # every column of the table comes back, times included
+    assert _table(table) == [{**r, "status": "finished"} for r in rows]
     assert all(r["restored"] == "table" for r in after["trials"])
     for name, v in after["variants"].items():  # the same final scores, seeds and intervals
         assert v["scores_per_seed"] == before["variants"][name]["scores_per_seed"]
