@@ -398,7 +398,8 @@ def run_compare(path: str, dry_run: bool = False, max_concurrent: int | None = N
     # The plan as first seen, or this run's departures from it (dated; unplanned looks if a
     # report was written before them).
     plan_mod.register(out_dir, plan_mod.record(spec.plan, spec.seeds, frames_of(trials),
-                                               spec.evaluate.episodes))
+                                               spec.evaluate.episodes),
+                      plan_mod.settings_of(trials), spec.threshold)
     if report_only:
         return _partial_report(spec, trials, out_dir, status, quiet)
     # Ray is sized for the hungriest trial: a matrix over presets (`base`) mixes runner counts,

@@ -16,8 +16,9 @@ the compare is for and how they are judged::
 The compare's ``seeds`` and its trials' ``run.total_frames`` belong to the plan too (``plan.seeds``
 and ``plan.frames``, if given, must agree with them). ``register`` stores the plan in
 ``<out>/plan.json`` the first time a compare runs, and records every later change (seeds added,
-frames raised, variants or pairs changed) with its date; a change made after a report had been
-written is an unplanned look, and the report lists it.
+frames raised, variants or pairs changed, a variant's training settings or the ``threshold``
+moved, including by an edit to the preset it builds on) with its date; a change made after a
+report had been written is an unplanned look, and the report lists it.
 
 Primary pairs get anytime-valid confidence sequences (``envs/sequential.py``) over the paired
 per-seed scores, in the order of the ``seeds`` list; every other pair is exploratory.
@@ -97,12 +98,54 @@ def check(plan: PlanSpec, variants: list[str], seeds: list[int], frames: dict,
                           f"{sorted(set(frames.values()))} frames")
 
 
+# not a variant's settings: a trial's own (they differ between seeds or name the run), and
+# what only changes how a run is kept, logged or laid out on the machine's threads
+NOT_SETTINGS = ("run.dir", "run.seed", "run.name", "run.total_frames", "run.checkpoint_every_s",
+                "run.keep_checkpoints", "run.log_every_s", "runtime.address",
+                "runtime.torch_threads", "runtime.learner_threads", "runtime.learner_cpus",
+                "learner.capture_grad_norm")
+
+
+def settings_of(trials) -> dict:
+    """Variant -> its trials' resolved training config, flat (``NOT_SETTINGS`` aside).
+
+    The config as loaded, base file and overrides together: an edit to a preset a variant
+    builds on moves it as much as an edit to the compare file.
+    """
+    from scripts.trials import flatten
+
+    out = {}
+    for t in trials:
+        if t.variant not in out:
+            flat = flatten(json.loads(json.dumps(asdict(t.cfg), default=str)))
+            out[t.variant] = {k: v for k, v in flat.items() if k not in NOT_SETTINGS}
+    return out
+
+
 def record(plan: PlanSpec, seeds: list[int], frames: dict, episodes: int) -> dict:
     """What a compare commits to: the plan, its seeds, frames per variant, evaluation episodes."""
     data = asdict(plan)
     data.update(seeds=list(seeds), frames=dict(frames), variants=sorted(frames),
                 evaluation_episodes=episodes)
     return data
+
+
+def _settings_diff(old: dict, new: dict) -> list[str]:
+    """Changed settings of the variants both have, in words (a few keys per variant, then a count).
+
+    Only keys both have: a setting a newer mira adds (or renames) is not a change of the study's.
+    """
+    out = []
+    for variant in sorted(set(old["variants"]) & set(new["variants"])):
+        a, b = old["variants"][variant], new["variants"][variant]
+        keys = sorted(k for k in set(a) & set(b) if a[k] != b[k])
+        if keys:
+            more = f"; and {len(keys) - 3} more" if len(keys) > 3 else ""
+            out.append(f"settings of {variant}: "
+                       + "; ".join(f"{k} {a[k]!r} -> {b[k]!r}" for k in keys[:3]) + more)
+    if old["threshold"] != new["threshold"]:
+        out.insert(0, f"threshold: {old['threshold']!r} -> {new['threshold']!r}")
+    return out
 
 
 def _diff(old: dict, new: dict) -> list[str]:
@@ -137,23 +180,34 @@ def _now() -> str:
     return time.strftime("%Y-%m-%d %H:%M:%S")
 
 
-def register(out_dir: Path, current: dict) -> dict:
+def register(out_dir: Path, current: dict, settings: dict | None = None,
+             threshold: float | None = None) -> dict:
     """Store the plan as first seen in ``plan.json``, or log how ``current`` departs from it.
 
-    Returns plan.json's content: ``first_seen``, ``plan`` (as first seen), ``changes`` (each
-    with its ``date``, ``what`` changed, whether it came ``after_report``, and the ``record``)
-    and ``reports`` (the dates reports were written).
+    ``current`` is a ``record``; ``settings`` (``settings_of``) and ``threshold``, the
+    compare's, go under ``settings`` (``since``: the date they were first kept) and are
+    compared with the last ones kept. Returns plan.json's content: ``first_seen``, ``plan``
+    (as first seen), ``changes`` (each with its ``date``, ``what`` changed, whether it came
+    ``after_report``, and the ``record``), ``reports`` (the dates reports were written) and
+    ``settings``. A plan.json from before settings were kept takes them in without a change.
     """
     path = out_dir / "plan.json"
+    kept = None if settings is None else {"since": _now(), "variants": settings,
+                                          "threshold": threshold}
     if not path.is_file():
         state = {"first_seen": _now(), "plan": current, "changes": [], "reports": []}
     else:
         state = json.loads(path.read_text())
         latest = state["changes"][-1]["record"] if state["changes"] else state["plan"]
         what = _diff(latest, current)
+        if kept and state.get("settings"):
+            what += _settings_diff(state["settings"], kept)
+            kept["since"] = state["settings"]["since"]
         if what:
             state["changes"].append({"date": _now(), "what": what,
                                      "after_report": bool(state["reports"]), "record": current})
+    if kept:  # the settings now, new keys included
+        state["settings"] = kept
     path.write_text(json.dumps(state, indent=2))
     return state
 
@@ -271,6 +325,10 @@ def markdown(res: dict) -> list[str]:
         lines += ["No change to the plan after a report was written."]
     lines += [f"- changed before any report, {c['date']}: " + "; ".join(c["what"])
               for c in before]
+    since = (state.get("settings") or {}).get("since")
+    if since and since > state["first_seen"]:  # kept by a newer mira than the plan's
+        lines += [f"The variants' training settings and the threshold are on record from "
+                  f"{since}: a change to them before then is not dated here."]
     lines.append("")
     if not primary:
         return lines

@@ -546,6 +546,8 @@ def test_a_status_column_puts_every_trial_that_started_in_the_csv(tmp_path):
         (short.variant, "1", "unfinished")]  # seed 2 never started: no rows
     assert all(r["score"] and r["to_frames"] for r in got[:3])
     assert got[3]["frames"] == str(at) and got[3]["score"] == got[3]["to_frames"] == ""
+    kept = json.loads((out / "plan.json").read_text())["settings"]  # and the plan's record
+    assert kept["threshold"] == -1.0 and set(kept["variants"]) == {t.variant for t in trials}
     # a trial that diverged is failed, also when --report, which runs nothing, writes the table
     summary = json.loads((short.dir / "summary.json").read_text())
     summary["diverged"] = {"update": 3, "last_good_update": 2}

@@ -86,3 +86,65 @@ def test_the_report_shows_the_scores_the_intervals_read_paired_by_seed():
     assert "| 0 | 1,737 | 0.955 |  |" in plan_mod.paired_markdown(big, "train", "mean")
     assert plan_mod.paired_markdown(plan_mod.primary_intervals(plan, {}, [0]), "eval",
                                     "mean") == []
+
+
+def test_an_edit_to_the_preset_a_variant_builds_on_is_a_dated_change(tmp_path):
+    """Each variant's resolved settings and the threshold are kept beside the plan.
+
+    A plan.json kept before they were takes them in without a change, and its report says
+    from when they are compared; a setting a newer mira adds is not a change.
+    """
+    import json
+    from pathlib import Path
+
+    import yaml
+
+    from scripts.compare import load_spec
+
+    root = Path(__file__).resolve().parents[1]
+    preset = yaml.safe_load((root / "configs" / "impala_minigrid.yaml").read_text())
+    (tmp_path / "preset.yaml").write_text(yaml.safe_dump(preset))
+    (tmp_path / "compare.yaml").write_text(yaml.safe_dump({
+        "name": "t", "base": "preset.yaml", "out": str(tmp_path / "out"), "seeds": [0, 1],
+        "matrix": {"agent.core_options.hidden_size": [16, 32]}, "threshold": 0.5,
+        "overrides": {"run.checkpoint_every_s": 60},
+        "plan": {"pairs": [["hidden-size-32", "hidden-size-16"]], "bounds": [0, 1]}}))
+
+    def register(threshold=0.5, checkpoint_every_s=60):
+        data = yaml.safe_load((tmp_path / "compare.yaml").read_text())
+        data.update(threshold=threshold, overrides={"run.checkpoint_every_s": checkpoint_every_s})
+        (tmp_path / "compare.yaml").write_text(yaml.safe_dump(data))
+        spec, trials, _ = load_spec(str(tmp_path / "compare.yaml"))
+        plan = plan_mod.record(spec.plan, spec.seeds, {t.variant: 100 for t in trials}, 30)
+        return plan_mod.register(tmp_path, plan, plan_mod.settings_of(trials), spec.threshold)
+
+    # a plan.json written before settings were kept: they are taken in, not a change
+    spec, trials, _ = load_spec(str(tmp_path / "compare.yaml"))
+    plan = plan_mod.record(spec.plan, spec.seeds, {t.variant: 100 for t in trials}, 30)
+    (tmp_path / "plan.json").write_text(json.dumps(
+        {"first_seen": "2026-01-01 00:00:00", "plan": plan, "changes": [], "reports": ["x"]}))
+    state = register()
+    since = state["settings"]["since"]
+    assert state["changes"] == [] and state["settings"]["threshold"] == 0.5
+    kept = state["settings"]["variants"]["hidden-size-16"]
+    assert kept["agent.core_options.hidden_size"] == 16
+    assert not {"run.seed", "run.dir", "run.checkpoint_every_s"} & set(kept)
+    # how often it checkpoints is not a setting of the study's; a key the record lacks is new
+    del state["settings"]["variants"]["hidden-size-16"]["learner.gamma"]
+    (tmp_path / "plan.json").write_text(json.dumps(state))
+    assert register(checkpoint_every_s=300)["changes"] == []
+    # the preset's learning rate edited after a report, and the threshold moved
+    lr = preset["learner"]["optimizer"]["lr"]
+    preset["learner"]["optimizer"]["lr"] = lr * 4
+    (tmp_path / "preset.yaml").write_text(yaml.safe_dump(preset))
+    state = register(threshold=0.9)
+    change = state["changes"][-1]
+    assert change["after_report"] and change["what"] == [
+        "threshold: 0.5 -> 0.9",
+        f"settings of hidden-size-16: learner.optimizer.lr {lr!r} -> {lr * 4!r}",
+        f"settings of hidden-size-32: learner.optimizer.lr {lr!r} -> {lr * 4!r}"]
+    assert state["settings"]["since"] == since and state["settings"]["threshold"] == 0.9
+    assert register(threshold=0.9)["changes"] == state["changes"]  # nothing new
+    text = "\n".join(plan_mod.markdown({"plan": state, "primary": []}))
+    assert "**Unplanned looks**" in text and "learner.optimizer.lr" in text
+    assert f"on record from {since}" in text
