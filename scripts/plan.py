@@ -259,13 +259,17 @@ def primary_intervals(plan: PlanSpec, scores: dict, seeds: list[int]) -> list[di
         row = {"pair": [a, b], "seeds": both, "alpha": plan.alpha / k,
                "statistic": plan.statistic, "score": plan.score, "aggregate": plan.aggregate,
                "null": null, "estimate": None, "low": None,
-               "high": None, "excludes_null": False,
+               "high": None, "excludes_null": False, "clipped": 0,
                "scores": [[scores[a][s], scores[b][s]] for s in both]}
         if both:
             x = np.array([scores[a][s] for s in both])
             y = np.array([scores[b][s] for s in both])
-            cs = (sq.paired_difference_cs(x, y, tuple(plan.bounds), plan.alpha / k)
-                  if plan.statistic == "difference" else sq.win_rate_cs(x, y, plan.alpha / k))
+            if plan.statistic == "difference":
+                lo, hi = plan.bounds  # the interval reads scores clipped to them: say how many
+                row["clipped"] = int(np.sum((x < lo) | (x > hi)) + np.sum((y < lo) | (y > hi)))
+                cs = sq.paired_difference_cs(x, y, (lo, hi), plan.alpha / k)
+            else:
+                cs = sq.win_rate_cs(x, y, plan.alpha / k)
             row.update(estimate=float(cs.estimate[-1]), low=float(cs.low[-1]),
                        high=float(cs.high[-1]),
                        excludes_null=bool(cs.low[-1] > null or cs.high[-1] < null))
@@ -283,8 +287,15 @@ def interval_lines(intervals: list[dict]) -> list[str]:
     return [f"  {r['pair'][0]} vs {r['pair'][1]}: {r['statistic']} "
             + (f"{r['estimate']:.3g} [{r['low']:.3g}, {r['high']:.3g}] over {len(r['seeds'])} "
                f"seed(s), {'excludes' if r['excludes_null'] else 'includes'} {r['null']:g}"
-               if r["estimate"] is not None else "no paired seed yet")
+               + _clipped(r) if r["estimate"] is not None else "no paired seed yet")
             for r in intervals]
+
+
+def _clipped(r: dict) -> str:
+    """How many of a pair's scores lay outside the plan's bounds (clipped to them), if any."""
+    n = r.get("clipped", 0)
+    return (f"; {n} of {2 * len(r['seeds'])} scores outside plan.bounds, clipped to them"
+            if n else "")
 
 
 def _num(x) -> str:
@@ -359,6 +370,10 @@ def markdown(res: dict) -> list[str]:
         verdict = (f"Not decided: {done} of {k} primary intervals exclude {null}; the study is "
                    "decided when all do. An interval that excludes it stays so at later looks.")
     lines += ["", verdict, ""]
+    lines += [f"- {r['pair'][0]} vs {r['pair'][1]}{_clipped(r)}: the interval reads the clipped "
+              "scores; bounds that a score can pass understate the difference."
+              for r in primary if r.get("clipped")] + (
+        [""] if any(r.get("clipped") for r in primary) else [])
     return lines + paired_markdown(primary, primary[0].get("score", p["score"]),
                                    primary[0].get("aggregate", p["aggregate"]))
 

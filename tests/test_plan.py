@@ -68,6 +68,20 @@ def test_primary_intervals_pair_by_seed_and_split_alpha():
     assert not plan_mod.decided([ab, ac]) and plan_mod.decided([ab])
 
 
+def test_scores_outside_the_bounds_are_counted_and_said_in_the_report(tmp_path):
+    """The difference interval reads scores clipped to plan.bounds: the report says how many."""
+    plan = plan_mod.PlanSpec(pairs=[["a", "b"]], bounds=[0, 10])
+    scores = {"a": {0: 12.0, 1: 9.0, 2: 11.0}, "b": {0: 1.0, 1: -3.0, 2: 2.0}}
+    (row,) = plan_mod.primary_intervals(plan, scores, [0, 1, 2])
+    assert row["clipped"] == 3
+    assert "3 of 6 scores outside plan.bounds" in plan_mod.interval_lines([row])[0]
+    state = plan_mod.register(tmp_path, plan_mod.record(plan, [0, 1, 2], {"a": 1, "b": 1}, 1))
+    assert "3 of 6 scores outside plan.bounds" in "\n".join(
+        plan_mod.markdown({"plan": state, "primary": [row]}))
+    (inside,) = plan_mod.primary_intervals(plan, {"a": {0: 9.0}, "b": {0: 1.0}}, [0])
+    assert inside["clipped"] == 0 and "outside" not in plan_mod.interval_lines([inside])[0]
+
+
 def test_the_report_shows_the_scores_the_intervals_read_paired_by_seed():
     """One row per seed with each pair's two scores, a mean row, and each pair's tally."""
     plan = plan_mod.PlanSpec(pairs=[["t", "lin"], ["l", "lin"]], statistic="win")
