@@ -370,8 +370,10 @@ def markdown(res: dict) -> list[str]:
         verdict = (f"Not decided: {done} of {k} primary intervals exclude {null}; the study is "
                    "decided when all do. An interval that excludes it stays so at later looks.")
     lines += ["", verdict, ""]
-    lines += [f"- {r['pair'][0]} vs {r['pair'][1]}{_clipped(r)}: the interval reads the clipped "
-              "scores; bounds that a score can pass understate the difference."
+    lo, hi = p.get("bounds") or (None, None)
+    lines += [f"- {r['pair'][0]} vs {r['pair'][1]}: {r['clipped']} of {2 * len(r['seeds'])} "
+              f"scores lay outside plan.bounds [{lo}, {hi}] and were clipped to them; clipping "
+              "pulls each seed's difference toward 0, so the interval can understate it."
               for r in primary if r.get("clipped")] + (
         [""] if any(r.get("clipped") for r in primary) else [])
     return lines + paired_markdown(primary, primary[0].get("score", p["score"]),

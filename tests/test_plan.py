@@ -76,7 +76,7 @@ def test_scores_outside_the_bounds_are_counted_and_said_in_the_report(tmp_path):
     assert row["clipped"] == 3
     assert "3 of 6 scores outside plan.bounds" in plan_mod.interval_lines([row])[0]
     state = plan_mod.register(tmp_path, plan_mod.record(plan, [0, 1, 2], {"a": 1, "b": 1}, 1))
-    assert "3 of 6 scores outside plan.bounds" in "\n".join(
+    assert "3 of 6 scores lay outside plan.bounds [0, 10]" in "\n".join(
         plan_mod.markdown({"plan": state, "primary": [row]}))
     (inside,) = plan_mod.primary_intervals(plan, {"a": {0: 9.0}, "b": {0: 1.0}}, [0])
     assert inside["clipped"] == 0 and "outside" not in plan_mod.interval_lines([inside])[0]
