@@ -330,7 +330,8 @@ def _reset_switched_options(data: dict, parsed: list[tuple[str, Any]]) -> None:
         old, options = agent.get(part), agent.get(f"{part}_options")
         # the overrides set the whole mapping; an unknown name is validate()'s one-line error
         replaced = any(k == f"agent.{part}_options" for k, _ in parsed)
-        if new is None or new == old or not options or replaced or new not in registry:
+        if (new is None or new == old or not options or replaced or not isinstance(new, str)
+                or new not in registry):
             continue
         agent[f"{part}_options"] = {}
         given = sorted(k.split(".", 2)[2] for k, _ in parsed

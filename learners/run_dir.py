@@ -130,8 +130,13 @@ class RunDir:
         return int(path.stem.split("_")[1])
 
     def checkpoint_paths(self) -> list[Path]:
-        """The run's checkpoint files, fewest frames first."""
-        return sorted(self.checkpoints.glob("ckpt_*.pt"), key=self.frames_of)
+        """The run's checkpoint files, fewest frames first.
+
+        Only ``ckpt_<frames>.pt`` names count: a file renamed by hand (``ckpt_best.pt``) is
+        not one of the run's checkpoints.
+        """
+        paths = [p for p in self.checkpoints.glob("ckpt_*.pt") if p.stem[5:].isdigit()]
+        return sorted(paths, key=self.frames_of)
 
     def schedule_note(self, cfg: ExperimentConfig) -> str | None:
         """A line when resuming under ``cfg`` moves the learning rate off the saved schedule.
@@ -167,7 +172,16 @@ class RunDir:
         The refusal is a ConfigError naming the checkpoints that are left (never resume or
         evaluate NaN weights).
         """
-        state = torch.load(path, map_location="cpu", weights_only=True)
+        try:
+            state = torch.load(path, map_location="cpu", weights_only=True)
+        except Exception as e:  # not a checkpoint, or a torn or foreign file
+            first = (str(e).strip().splitlines() or [type(e).__name__])[0]
+            raise ConfigError(f"{path} is not a mira checkpoint that torch can read "
+                              f"({first:.120}); give a run directory or a "
+                              "checkpoints/ckpt_<frames>.pt file") from None
+        if not isinstance(state, dict):
+            raise ConfigError(f"{path} is not a mira checkpoint (it holds a "
+                              f"{type(state).__name__}, not a checkpoint's mapping)")
         bad = nonfinite_tensors(state.get("learner", {}).get("agent", {}))
         if bad:
             others = [p.name for p in RunDir(Path(path).parent.parent).checkpoint_paths()

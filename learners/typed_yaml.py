@@ -70,7 +70,7 @@ def _coerce(value: Any, tp: Any, key: str) -> Any:
             number = float(value)  # accepts 2e6 and "2e6"
         except (TypeError, ValueError):
             raise ConfigError(f"{key}: expected an integer, got {value!r}") from None
-        if number != int(number):
+        if not math.isfinite(number) or number != int(number):
             raise ConfigError(f"{key}: expected an integer, got {value!r}")
         return int(number)
     if tp is float:
@@ -89,6 +89,9 @@ def from_dict(cls: type, data: dict, prefix: str = "") -> Any:
     """Build dataclass ``cls`` from ``data``; every key must be a field of ``cls``."""
     hints = typing.get_type_hints(cls)
     names = [f.name for f in dataclasses.fields(cls)]
+    if not isinstance(data, dict):
+        raise ConfigError(f"{prefix or 'the file'}: expected a mapping of keys ({', '.join(names)})"
+                          f", got {type(data).__name__} {data!r:.60}")
     kwargs = {}
     for key, value in data.items():
         full = f"{prefix}.{key}" if prefix else key
@@ -99,8 +102,10 @@ def from_dict(cls: type, data: dict, prefix: str = "") -> Any:
         kwargs[key] = _coerce(value, hints[key], full)
     try:
         return cls(**kwargs)
-    except (TypeError, ValueError) as e:
-        raise ConfigError(f"{prefix or 'config'}: {e}") from None
+    except (TypeError, ValueError) as e:  # a __post_init__ check; its text may name the key
+        text = str(e)
+        raise ConfigError(text if prefix and text.startswith(f"{prefix}.")
+                          else f"{prefix or 'config'}: {text}") from None
 
 
 def to_dict(cfg: Any) -> dict:

@@ -78,9 +78,9 @@ def _evaluate(args) -> int:
     if not args.target:
         raise ConfigError("mira evaluate needs a RUN_DIR or a checkpoint file, "
                           "e.g. mira evaluate runs/NAME --episodes 20")
-    if args.episodes < 1 or args.video < 0:
-        raise ConfigError(f"--episodes must be at least 1 and --video at least 0, "
-                          f"got {args.episodes} and {args.video}")
+    if args.episodes < 1 or args.video < 0 or (args.num_runners or 0) < 0:
+        raise ConfigError(f"--episodes must be at least 1, --video and --num-runners at least 0, "
+                          f"got {args.episodes}, {args.video} and {args.num_runners}")
 
     result = evaluate_checkpoint(args.target, episodes=args.episodes, tasks=args.tasks,
                                  protocol=args.protocol, num_runners=args.num_runners,
@@ -184,6 +184,18 @@ def check_compare_file(path: str) -> None:
             "multi_head}]`, `seeds: [0, 1, 2]` (see configs/compare_heads_lab6.yaml)")
 
 
+def check_training_file(path: str | None) -> None:
+    """Refuse, in one line, a compare file given to ``mira train`` (it names a ``base``)."""
+    from learners.config import read_yaml
+
+    if not path or not Path(path).is_file():
+        return  # the loader names a missing file itself
+    data = read_yaml(Path(path))
+    if isinstance(data, dict) and "base" in data and not set(data) & set(TRAINING_SECTIONS):
+        raise ConfigError(f"{path} is a compare file (it names a base config); run it with "
+                          f"mira compare {path}")
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the subcommand in ``argv`` (default: ``sys.argv``); return its exit status.
 
@@ -195,6 +207,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.command == "compare":
             check_compare_file(args.config)
+        elif args.command == "train":
+            check_training_file(args.config)
         return args.fn(args)
     except ConfigError as e:
         print(f"mira: error: {e}", file=sys.stderr)

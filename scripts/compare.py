@@ -108,6 +108,11 @@ class EvaluateSpec:
     episodes: int = 30
     num_runners: int = 0  # 0: evaluate in the trial's task; >0: one Ray evaluator actor per task
 
+    def __post_init__(self):
+        for key in ("episodes", "num_runners"):
+            if getattr(self, key) < 0:
+                raise ValueError(f"evaluate.{key} must be 0 or more, got {getattr(self, key)}")
+
 
 @dataclass
 class CompareSpec:
@@ -186,6 +191,9 @@ def load_spec(path: str | Path, out: str | None = None) -> tuple[CompareSpec, li
     Returns (spec, trials, output directory).
     """
     path = Path(path)
+    if path.is_dir():
+        raise ConfigError(f"{str(path)!r} is a directory; give the compare file, e.g. "
+                          "configs/compare_heads_lab6.yaml")
     if not path.is_file():
         raise ConfigError(f"compare file {str(path)!r} does not exist")
     raw = read_yaml(path) or {}
@@ -195,6 +203,8 @@ def load_spec(path: str | Path, out: str | None = None) -> tuple[CompareSpec, li
                           "list the seeds in `seeds:`")
     if "run.seed" in spec.matrix:  # a seed axis in the matrix is the seeds list, not a variant axis
         seeds = spec.matrix.pop("run.seed")
+        if not isinstance(seeds, list) or not seeds:
+            raise ConfigError(f"matrix.run.seed: expected a non-empty list of seeds, got {seeds!r}")
         if "seeds" in raw and raw["seeds"] != seeds:
             raise ConfigError(f"seeds are given twice: matrix.run.seed {seeds} and seeds "
                               f"{raw['seeds']}; keep one")
@@ -228,6 +238,11 @@ def load_spec(path: str | Path, out: str | None = None) -> tuple[CompareSpec, li
                               f"width: KEY}}, got {m!r}")
     explicit = [flatten({k: x for k, x in v.items() if k != "match_params"})
                 for v in spec.variants] or [{}]
+    bases = ([spec.base] if spec.base else []) + list(spec.matrix.get("base", [])) + [
+        v["base"] for v in explicit if "base" in v]
+    for b in bases:
+        if not isinstance(b, str) or not b:
+            raise ConfigError(f"base: expected the path of a training config, got {b!r}")
     if not spec.base and "base" not in spec.matrix and not all("base" in v for v in explicit):
         raise ConfigError("the compare file needs `base: TRAINING_CONFIG` (or a matrix key `base`)")
     common = [override(k, v) for k, v in flatten(spec.overrides).items()]

@@ -87,12 +87,16 @@ def check(plan: PlanSpec, variants: list[str], seeds: list[int], frames: dict,
         raise ConfigError("plan.score 'eval' needs the final evaluation: set evaluate.episodes "
                           "above 0, or use plan.score 'train'")
     if plan.pairs and plan.statistic == "difference" and not (
-            len(plan.bounds) == 2 and all(isinstance(b, (int, float)) for b in plan.bounds)
+            len(plan.bounds) == 2 and all(isinstance(b, (int, float)) and math.isfinite(b)
+                                          for b in plan.bounds)
             and plan.bounds[0] < plan.bounds[1]):
-        raise ConfigError(f"plan.bounds must be [low, high] with low < high for statistic "
-                          f"'difference' (a trial's score is clipped to it), got {plan.bounds}")
+        raise ConfigError(f"plan.bounds must be finite [low, high] with low < high for "
+                          f"statistic 'difference' (a trial's score is clipped to it), got "
+                          f"{plan.bounds}")
     if plan.seeds and plan.seeds != len(seeds):
         raise ConfigError(f"plan.seeds is {plan.seeds} but the compare lists {len(seeds)} seeds")
+    if plan.frames and not math.isfinite(plan.frames):
+        raise ConfigError(f"plan.frames must be a finite number of frames, got {plan.frames}")
     if plan.frames and any(f != int(plan.frames) for f in frames.values()):
         raise ConfigError(f"plan.frames is {int(plan.frames):,} but trials run "
                           f"{sorted(set(frames.values()))} frames")

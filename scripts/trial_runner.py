@@ -33,6 +33,13 @@ class ResourcesSpec:
     gpus_per_trial: float = 0.0  # GPUs a trial's task reserves (for an in-process learner)
     placement: str = "driver"  # driver: trial tasks on this node; spread: anywhere (shared FS)
 
+    def __post_init__(self):
+        if not math.isfinite(self.cpus_per_trial) or self.cpus_per_trial <= 0:
+            raise ValueError(f"resources.cpus_per_trial must be above 0, got {self.cpus_per_trial}")
+        if not math.isfinite(self.gpus_per_trial) or self.gpus_per_trial < 0:
+            raise ValueError(
+                f"resources.gpus_per_trial must be 0 or more, got {self.gpus_per_trial}")
+
 
 STOP_GRACE_S = 120.0  # how long an interrupted compare waits for its trials' checkpoints
 

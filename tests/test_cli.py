@@ -146,3 +146,50 @@ def test_rays_local_token_notice_is_filtered_and_other_warnings_kept():
     assert not quiet_local_auth_notice(record(
         "Token authentication is enabled for this Ray cluster. Set RAY_AUTH_MODE=disabled"))
     assert quiet_local_auth_notice(record("Token authentication is disabled for this cluster"))
+
+
+BASE = ROOT / "configs/impala_minigrid.yaml"
+
+
+@pytest.mark.parametrize("name, text, argv, needs", [
+    ("list.yaml", f"- name: x\n- base: {BASE}\n", ["compare", "{f}", "--dry-run"],
+     "expected a mapping of keys"),
+    ("seed.yaml", f"base: {BASE}\nvariants: [{{agent.core: lstm}}]\nmatrix: {{run.seed: 5}}\n",
+     ["compare", "{f}", "--dry-run"], "matrix.run.seed: expected a non-empty list"),
+    ("frames.yaml", f"base: {BASE}\nvariants: [{{agent.core: lstm}}]\nseeds: [0]\n"
+     "plan: {frames: .inf}\n", ["compare", "{f}", "--dry-run"], "plan.frames must be a finite"),
+    ("csv.yaml", f"base: {BASE}\nvariants: [{{agent.core: lstm}}]\nseeds: [0]\n"
+     "csv: {columns: {s: seedz}}\n", ["compare", "{f}", "--dry-run"], "'seedz' is not one of"),
+    ("cmp.yaml", f"base: {BASE}\nvariants: [{{agent.core: lstm}}]\nseeds: [0]\n",
+     ["train", "{f}"], "is a compare file"),
+    ("x.yaml", "", ["train", str(BASE), "run.total_frames=nan"],
+     "run.total_frames: expected an integer, got 'nan'"),
+    ("x.yaml", "", ["compare", "{d}"], "is a directory; give the compare file"),
+    ("x.yaml", "", ["evaluate", str(BASE)], "is not a mira checkpoint"),
+    ("run/checkpoints/ckpt_best.pt", "", ["evaluate", "{d}/run"], "holds no checkpoint"),
+    ("base.yaml", "variants: [{agent.core: lstm}]\nmatrix: {base: [3]}\n",
+     ["compare", "{f}", "--dry-run"], "base: expected the path of a training config"),
+    ("ev.yaml", f"base: {BASE}\nvariants: [{{agent.core: lstm}}]\nevaluate: {{episodes: -1}}\n",
+     ["compare", "{f}", "--dry-run"], "evaluate.episodes must be 0 or more"),
+    ("cpu.yaml",
+     f"base: {BASE}\nvariants: [{{agent.core: lstm}}]\nresources: {{cpus_per_trial: 0}}\n",
+     ["compare", "{f}", "--dry-run"], "resources.cpus_per_trial must be above 0"),
+    ("x.yaml", "", ["evaluate", "{d}", "--num-runners", "-1"], "--num-runners at least 0"),
+    ("x.yaml", "", ["train", str(ROOT / "configs/impala_atari.yaml"), "agent.torso=[a]"],
+     "agent.torso"),
+])
+def test_user_mistakes_get_one_line_errors(name, text, argv, needs, tmp_path, capsys):
+    """Each mistake gives one line on stderr and exit 2, never a traceback.
+
+    Malformed compare files, non-finite integers, files that are not checkpoints, and a
+    compare file given to train.
+    """
+    f = tmp_path / name
+    f.parent.mkdir(parents=True, exist_ok=True)
+    f.write_text(text)
+    if name.startswith("run/"):
+        (tmp_path / "run" / "config.yaml").write_text(BASE.read_text())
+    argv = [a.format(f=f, d=tmp_path) for a in argv]
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and needs in err[0] and "csv: csv." not in err[0], err
