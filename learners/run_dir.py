@@ -135,7 +135,8 @@ class RunDir:
         Only ``ckpt_<frames>.pt`` names count: a file renamed by hand (``ckpt_best.pt``) is
         not one of the run's checkpoints.
         """
-        paths = [p for p in self.checkpoints.glob("ckpt_*.pt") if p.stem[5:].isdigit()]
+        paths = [p for p in self.checkpoints.glob("ckpt_*.pt")
+                 if p.stem[5:].isascii() and p.stem[5:].isdecimal()]
         return sorted(paths, key=self.frames_of)
 
     def schedule_note(self, cfg: ExperimentConfig) -> str | None:
@@ -172,25 +173,30 @@ class RunDir:
         The refusal is a ConfigError naming the checkpoints that are left (never resume or
         evaluate NaN weights).
         """
+        path = Path(path)
+        in_run = path.parent.name == "checkpoints"
+        others = ", ".join(p.name for p in RunDir(path.parent.parent).checkpoint_paths()
+                           if p != path) if in_run else ""
+        aside = (f"; move it aside to use an earlier one "
+                 f"({others or 'none left in its checkpoints/'})" if in_run
+                 else "; give a run directory or a checkpoints/ckpt_<frames>.pt file")
         try:
             state = torch.load(path, map_location="cpu", weights_only=True)
         except Exception as e:  # not a checkpoint, or a torn or foreign file
             first = (str(e).strip().splitlines() or [type(e).__name__])[0]
             raise ConfigError(f"{path} is not a mira checkpoint that torch can read "
-                              f"({first:.120}); give a run directory or a "
-                              "checkpoints/ckpt_<frames>.pt file") from None
-        if not isinstance(state, dict):
-            raise ConfigError(f"{path} is not a mira checkpoint (it holds a "
-                              f"{type(state).__name__}, not a checkpoint's mapping)")
-        bad = nonfinite_tensors(state.get("learner", {}).get("agent", {}))
+                              f"({first:.120}){aside}") from None
+        if not (isinstance(state, dict) and isinstance(state.get("learner"), dict)
+                and "agent" in state["learner"] and "progress" in state):
+            raise ConfigError(f"{path} is not a mira checkpoint (no learner weights and progress "
+                              f"in it){aside}")
+        bad = nonfinite_tensors(state["learner"]["agent"])
         if bad:
-            others = [p.name for p in RunDir(Path(path).parent.parent).checkpoint_paths()
-                      if p != Path(path)]
             raise ConfigError(
                 f"checkpoint {path} holds non-finite weights "
                 f"({', '.join(bad[:3])}{', ...' if len(bad) > 3 else ''}); "
                 "use an earlier one "
-                f"({', '.join(others) if others else 'none left in its checkpoints/'})"
+                f"({others or 'none left in its checkpoints/'})"
             )
         return state
 

@@ -78,9 +78,10 @@ def _evaluate(args) -> int:
     if not args.target:
         raise ConfigError("mira evaluate needs a RUN_DIR or a checkpoint file, "
                           "e.g. mira evaluate runs/NAME --episodes 20")
-    if args.episodes < 1 or args.video < 0 or (args.num_runners or 0) < 0:
-        raise ConfigError(f"--episodes must be at least 1, --video and --num-runners at least 0, "
-                          f"got {args.episodes}, {args.video} and {args.num_runners}")
+    for flag, value, least in (("--episodes", args.episodes, 1), ("--video", args.video, 0),
+                               ("--num-runners", args.num_runners or 0, 0)):
+        if value < least:
+            raise ConfigError(f"{flag} must be at least {least}, got {value}")
 
     result = evaluate_checkpoint(args.target, episodes=args.episodes, tasks=args.tasks,
                                  protocol=args.protocol, num_runners=args.num_runners,

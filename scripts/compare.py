@@ -197,6 +197,9 @@ def load_spec(path: str | Path, out: str | None = None) -> tuple[CompareSpec, li
     if not path.is_file():
         raise ConfigError(f"compare file {str(path)!r} does not exist")
     raw = read_yaml(path) or {}
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{path}: expected a mapping of compare keys (name, base, variants, "
+                          f"seeds, ...) at the top level, got a {type(raw).__name__}")
     spec = from_dict(CompareSpec, raw)
     if "run.seed" in flatten(spec.overrides):
         raise ConfigError("overrides.run.seed would be replaced by each trial's seed; "

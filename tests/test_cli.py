@@ -153,7 +153,7 @@ BASE = ROOT / "configs/impala_minigrid.yaml"
 
 @pytest.mark.parametrize("name, text, argv, needs", [
     ("list.yaml", f"- name: x\n- base: {BASE}\n", ["compare", "{f}", "--dry-run"],
-     "expected a mapping of keys"),
+     "expected a mapping of compare keys"),
     ("seed.yaml", f"base: {BASE}\nvariants: [{{agent.core: lstm}}]\nmatrix: {{run.seed: 5}}\n",
      ["compare", "{f}", "--dry-run"], "matrix.run.seed: expected a non-empty list"),
     ("frames.yaml", f"base: {BASE}\nvariants: [{{agent.core: lstm}}]\nseeds: [0]\n"
@@ -174,7 +174,8 @@ BASE = ROOT / "configs/impala_minigrid.yaml"
     ("cpu.yaml",
      f"base: {BASE}\nvariants: [{{agent.core: lstm}}]\nresources: {{cpus_per_trial: 0}}\n",
      ["compare", "{f}", "--dry-run"], "resources.cpus_per_trial must be above 0"),
-    ("x.yaml", "", ["evaluate", "{d}", "--num-runners", "-1"], "--num-runners at least 0"),
+    ("x.yaml", "", ["evaluate", "{d}", "--num-runners", "-1"], "--num-runners must be at least 0"),
+    ("burst.pt", "", ["evaluate", "{f}"], "not a mira checkpoint (no learner weights"),
     ("x.yaml", "", ["train", str(ROOT / "configs/impala_atari.yaml"), "agent.torso=[a]"],
      "agent.torso"),
 ])
@@ -187,6 +188,10 @@ def test_user_mistakes_get_one_line_errors(name, text, argv, needs, tmp_path, ca
     f = tmp_path / name
     f.parent.mkdir(parents=True, exist_ok=True)
     f.write_text(text)
+    if name == "burst.pt":  # a dict torch reads, but not a checkpoint (a burst file, say)
+        import torch
+
+        torch.save({"learner": {"step": 1}}, f)
     if name.startswith("run/"):
         (tmp_path / "run" / "config.yaml").write_text(BASE.read_text())
     argv = [a.format(f=f, d=tmp_path) for a in argv]

@@ -69,7 +69,7 @@ def test_a_run_with_out_leaves_the_studys_own_files(tmp_path, capsys):
 
 
 def test_a_bad_publish_section_is_refused_in_one_line(tmp_path):
-    with pytest.raises(ConfigError, match=r"publish: publish.figure: 'curves' is not one of"):
+    with pytest.raises(ConfigError, match=r"^publish\.figure: 'curves' is not one of"):
         load_spec(write_compare(tmp_path, publish={"path": "x", "figure": "curves"}))
     for bad in ("x.md", "."):
         with pytest.raises(ConfigError, match=rf"publish.path: '{bad}' is not a file stem"):
