@@ -271,6 +271,7 @@ def primary_intervals(plan: PlanSpec, scores: dict, seeds: list[int]) -> list[di
             if plan.statistic == "difference":
                 lo, hi = plan.bounds  # the interval reads scores clipped to them: say how many
                 row["clipped"] = int(np.sum((x < lo) | (x > hi)) + np.sum((y < lo) | (y > hi)))
+                row["bounds"] = [lo, hi]  # the plan's now, which a dated change may have moved
                 cs = sq.paired_difference_cs(x, y, (lo, hi), plan.alpha / k)
             else:
                 cs = sq.win_rate_cs(x, y, plan.alpha / k)
@@ -374,9 +375,8 @@ def markdown(res: dict) -> list[str]:
         verdict = (f"Not decided: {done} of {k} primary intervals exclude {null}; the study is "
                    "decided when all do. An interval that excludes it stays so at later looks.")
     lines += ["", verdict, ""]
-    lo, hi = p.get("bounds") or (None, None)
     lines += [f"- {r['pair'][0]} vs {r['pair'][1]}: {r['clipped']} of {2 * len(r['seeds'])} "
-              f"scores lay outside plan.bounds [{lo}, {hi}] and were clipped to them; clipping "
+              f"scores lay outside plan.bounds {r['bounds']} and were clipped to them; clipping "
               "pulls each seed's difference toward 0, so the interval can understate it."
               for r in primary if r.get("clipped")] + (
         [""] if any(r.get("clipped") for r in primary) else [])
