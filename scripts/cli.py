@@ -170,29 +170,33 @@ def build_parser() -> argparse.ArgumentParser:
 TRAINING_SECTIONS = ("run", "runtime", "env", "agent", "learner", "eval")
 
 
-def check_compare_file(path: str) -> None:
-    """Refuse, in one line, a training config given to ``mira compare`` (it has no ``base``)."""
+def file_kind(path: str | None) -> str | None:
+    """What a YAML file given to a command is, from its top-level keys.
+
+    ``compare``: a ``base`` and no training section; ``training``: a training section and no
+    ``base``; None: missing, or neither (the command's loader names what is wrong).
+    """
     from learners.config import read_yaml
 
     if not path or not Path(path).is_file():
-        return  # the compare command names a missing file itself
+        return None
     data = read_yaml(Path(path))
-    if isinstance(data, dict) and "base" not in data and set(data) & set(TRAINING_SECTIONS):
+    if not isinstance(data, dict):
+        return None
+    base, sections = "base" in data, bool(set(data) & set(TRAINING_SECTIONS))
+    return "compare" if base and not sections else "training" if sections and not base else None
+
+
+def check_file_kind(command: str, path: str | None) -> None:
+    """Refuse, in one line, a training config given to ``mira compare`` and the reverse."""
+    kind = file_kind(path)
+    if command == "compare" and kind == "training":
         raise ConfigError(
             f"{path} is a training config (mira train {path}), not a compare file; a compare "
             "file names a base config and what varies, e.g. `name: heads`, `base: "
             "configs/impala_lab6.yaml`, `variants: [{agent.head: linear}, {agent.head: "
             "multi_head}]`, `seeds: [0, 1, 2]` (see configs/compare_heads_lab6.yaml)")
-
-
-def check_training_file(path: str | None) -> None:
-    """Refuse, in one line, a compare file given to ``mira train`` (it names a ``base``)."""
-    from learners.config import read_yaml
-
-    if not path or not Path(path).is_file():
-        return  # the loader names a missing file itself
-    data = read_yaml(Path(path))
-    if isinstance(data, dict) and "base" in data and not set(data) & set(TRAINING_SECTIONS):
+    if command == "train" and kind == "compare":
         raise ConfigError(f"{path} is a compare file (it names a base config); run it with "
                           f"mira compare {path}")
 
@@ -206,10 +210,8 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.WARNING, format="[mira] %(levelname)s %(message)s")
     args = build_parser().parse_args(argv)
     try:
-        if args.command == "compare":
-            check_compare_file(args.config)
-        elif args.command == "train":
-            check_training_file(args.config)
+        if args.command in ("compare", "train"):
+            check_file_kind(args.command, args.config)
         return args.fn(args)
     except ConfigError as e:
         print(f"mira: error: {e}", file=sys.stderr)
