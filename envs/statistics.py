@@ -86,6 +86,10 @@ def capped_mean(scores: np.ndarray, cap: float = 100.0) -> float:
     return float(np.minimum(_matrix(scores), cap).mean())
 
 
+# The aggregates a compare's report can headline, by the name a compare file gives them.
+AGGREGATES = {"median": median, "mean": mean, "iqm": iqm, "capped_mean": capped_mean}
+
+
 def optimality_gap(scores: np.ndarray, gamma: float = 100.0) -> float:
     """Mean shortfall below ``gamma``: ``mean(gamma - min(score, gamma))``; lower is better.
 

@@ -52,6 +52,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from envs import statistics as st
 from learners.config import ConfigError, ExperimentConfig, from_dict, load_config, read_yaml
 from scripts import plan as plan_mod
 from scripts import records
@@ -62,7 +63,7 @@ from scripts.results_csv import CsvSpec, check_columns
 from scripts.trial_runner import ResourcesSpec
 from scripts.trials import flatten, override
 
-AGGREGATES = ("median", "mean", "iqm", "capped_mean")
+AGGREGATES = tuple(st.AGGREGATES)  # the names a compare file may give `aggregate:`
 
 
 @dataclass

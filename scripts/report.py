@@ -33,7 +33,7 @@ from scripts import health, publish, records, results_csv
 from scripts import plan as plan_mod
 from scripts import trials as trials_mod
 from scripts.curves import learning_curve
-from scripts.report_plots import FUNCTIONS, plot
+from scripts.report_plots import plot
 
 # What a compare file's ``threshold:`` is read on: the last-100 mean training return (raw, in
 # the game's own points), whether or not the report's curves show normalised scores.
@@ -148,7 +148,7 @@ def collect(out: Path, spec, trials, failed: dict, target_frames: int,
                                                                reps=REPS))
                           for i in range(len(tasks))] if matrix else []}
         if matrix:
-            for agg, fn in FUNCTIONS.items():
+            for agg, fn in st.AGGREGATES.items():
                 if agg != "capped_mean" or normalised:
                     v["aggregates"][agg] = _interval(
                         st.stratified_bootstrap_ci(np.array(matrix), fn, reps=REPS))

@@ -15,8 +15,6 @@ import numpy as np
 
 from envs import statistics as st
 
-FUNCTIONS = {"median": st.median, "mean": st.mean, "iqm": st.iqm, "capped_mean": st.capped_mean}
-
 
 def band(curves: list[tuple[np.ndarray, np.ndarray]], grid: np.ndarray, reps: int = 1000,
          seed: int = 0):
@@ -85,7 +83,8 @@ def plot(out: Path, res: dict, curves: dict, curve_label: str) -> None:
         # Seeds as dots where they are on the bar's scale: one task, or the plain mean. (IQM and
         # median pool seeds x tasks, so one seed's IQM over its tasks may lie outside the CI.)
         if len(variants[n]["tasks"]) == 1 or agg == "mean":
-            per_seed = [FUNCTIONS[agg](np.array([row])) for row in variants[n]["scores_per_seed"]]
+            fn = st.AGGREGATES[agg]
+            per_seed = [fn(np.array([row])) for row in variants[n]["scores_per_seed"]]
             ax.scatter(np.full(len(per_seed), i) + np.linspace(-0.15, 0.15, len(per_seed)),
                        per_seed, color="black", s=14, zorder=3,
                        label="one seed" if i == 0 else None)

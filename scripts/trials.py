@@ -1,7 +1,8 @@
 """Trial bookkeeping shared by ``mira compare`` and its population-based training.
 
-Used by scripts/compare.py and scripts/pbt.py: the state of a trial's run directory, the job
-that trains and evaluates it, and ``run_trial``, which runs one job inside a Ray task.
+Used by scripts/compare.py, scripts/compare_spec.py and scripts/pbt.py: the state of a trial's
+run directory, the job that trains and evaluates it, and ``run_trial``, which runs one job
+inside a Ray task.
 """
 
 from __future__ import annotations
