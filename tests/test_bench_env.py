@@ -34,10 +34,15 @@ def test_bench_learner_prints_each_precision_and_thread_count(capsys):
 
 
 def test_freed_memory_is_reused_without_new_page_faults():
-    """learners/malloc.py: a large block freed and asked for again comes back already mapped.
+    """learners/malloc.py: a large block freed comes back already mapped for the next one.
 
     Without the settings glibc maps a block this size (64 MB, above its largest mmap
-    threshold) afresh on every allocation: 16,384 page faults each time.
+    threshold) afresh on every allocation: 16,384 page faults each time. The next block is a
+    little smaller: torch asks for 64-byte aligned memory, which glibc serves from a free
+    chunk only with room for the alignment, so a block of exactly the freed size may come
+    from fresh heap instead when the chunks around the freed one are still in use (which
+    depends on what else the process allocated). The learner's update, whose blocks vary,
+    measures about 10 page faults per update (``python -m scripts.bench_learner``).
     """
     import resource
 
@@ -49,11 +54,11 @@ def test_freed_memory_is_reused_without_new_page_faults():
     if not keep_freed_memory():
         pytest.skip("the C library is not glibc")
 
-    def faults_of_one_block() -> int:
+    def faults_of_one_block(floats: int) -> int:
         before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
-        block = torch.ones(16 * 2**20)  # 64 MB, written all through
+        block = torch.ones(floats)  # written all through
         del block
         return resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before
 
-    faults_of_one_block()  # the first time the pages are new
-    assert faults_of_one_block() < 1000
+    faults_of_one_block(16 * 2**20)  # 64 MB: new pages, unless the heap already held them
+    assert faults_of_one_block(15 * 2**20) < 1000
