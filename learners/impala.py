@@ -154,8 +154,9 @@ def impala_targets(out, batch: Batch, cfg, value_transform=None) -> Batch:
 
     ``out``: the agent's output over all ``T + 1`` rows of ``batch``. The learner calls this
     once per batch with the weights at the update's start (``learner.impala.fixed_targets``,
-    kept through epochs and minibatches as PPO keeps its GAE), or before each step's loss
-    with that step's output (the paper's). Adds ``advantages`` (the policy term's,
+    kept through epochs and minibatches as PPO keeps its GAE; at policy lag 0 ``out`` is the
+    runners' recorded output, ``learners.learner.behaviour_output``), or before each step's
+    loss with that step's output (the paper's). Adds ``advantages`` (the policy term's,
     ``policy_advantages``), ``returns`` (``vs`` in the head's value space), ``old_values``
     (the values themselves, the centre of ``learner.clip_value``) and ``value_targets``
     (``vs`` at return scale, for PopArt's statistics), each [T, B]. Recomputed at every step

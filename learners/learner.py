@@ -33,7 +33,7 @@ import time
 import numpy as np
 import torch
 
-from agents.agent import Agent
+from agents.agent import Agent, AgentOutput
 from envs.trajectory import Trajectory
 from learners.algorithms import LEARNERS
 from learners.batch import Batch, chunk_sequences, minibatches
@@ -109,6 +109,20 @@ def to_cpu(tree):
     if isinstance(tree, (list, tuple)):
         return type(tree)(to_cpu(v) for v in tree)
     return tree
+
+
+def behaviour_output(batch: Batch) -> AgentOutput:
+    """The agent's output over all ``T + 1`` rows of ``batch`` as its runners computed it.
+
+    Runners act in eval mode, as the learner runs the agent, on the same inputs from the same
+    core states, and a training unroll acts on its last row with the weights it is stamped
+    with (``envs/runner.py``). So when those weights are the learner's (policy lag 0) the
+    recorded ``behaviour_logits`` and ``behaviour_value`` are what a forward pass over the
+    batch would return, up to float rounding (``tests/test_losses.py`` checks the targets
+    both give), and the importance weights pi / mu are exactly 1. PPO's GAE reads the
+    runners' values for the same reason.
+    """
+    return AgentOutput(logits=batch.behaviour_logits, value=batch.behaviour_value)
 
 
 def make_optimizer(params, opt_cfg) -> torch.optim.Optimizer:
@@ -303,14 +317,18 @@ class Learner:
         self.optimizer.zero_grad(set_to_none=True)
         return norms, terms
 
-    def fit(self, batch: Batch, state: tuple) -> dict:
+    def fit(self, batch: Batch, state: tuple, on_policy: bool = False) -> dict:
         """The optimizer steps of one update on ``batch`` from core ``state``; returns metrics.
 
         The algorithm's targets are computed once, from the weights at the update's start,
         when it fixes them (PPO's GAE; IMPALA with ``learner.impala.fixed_targets``), and the
         batch may then be cut into chunks of ``learner.recurrence`` steps, each started from
         the core state stored at its first row; otherwise before each step, from that step's
-        output (the paper's IMPALA). ``learner.epochs`` passes of ``learner.minibatches``
+        output (the paper's IMPALA). ``on_policy``: every unroll of the batch was acted with
+        the weights the update starts from (policy lag 0, as lock-step runners always are),
+        so the once-per-batch targets read the logits and values the runners recorded
+        (``behaviour_output``) instead of recomputing them (in float32; not under
+        ``learner.mixed_precision``). ``learner.epochs`` passes of ``learner.minibatches``
         steps each follow, minibatches drawn with a generator seeded by the run's seed and
         the version (``run.seed * 7 + version``), so a resumed run draws the same ones. The
         algorithm may end the epochs early (PPO's ``target_kl``). PopArt's statistics move
@@ -321,7 +339,12 @@ class Learner:
         batch_targets = None
         if fixed:
             with torch.no_grad():
-                out = self.forward(batch, state) if algorithm.reads_output else None
+                out = None
+                if algorithm.reads_output:
+                    # Under bfloat16 autocast the learner's pass is not the runners' float32
+                    # one, and learner.mixed_precision's A/B measures the whole bf16 learner.
+                    reuse = on_policy and not self.lcfg.mixed_precision
+                    out = behaviour_output(batch) if reuse else self.forward(batch, state)
                 batch = algorithm.targets(out, batch, cfg, popart)
             batch_targets = (batch.value_targets, batch.task_id)
             if cfg.recurrence and cfg.recurrence < batch.steps:
@@ -365,7 +388,7 @@ class Learner:
         lags = [self.version - t.policy_version for t in trajectories]
         batch, state = self.to_batch(list(trajectories))
         self.step_skipped = False
-        metrics = self.fit(batch, state)
+        metrics = self.fit(batch, state, on_policy=max(lags) == 0)
         T, B = batch.unroll_length, batch.reset.shape[1]
         self.frames += T * B * self.frames_per_step
         self.version += 1

@@ -101,16 +101,32 @@ def update_steps(cfg, runner) -> int:
             * LEARNERS.get(cfg.learner.name).unrolls_per_update(cfg))
 
 
+def repeat_update(learner, trajectories: list, on_policy: bool) -> dict:
+    """One learner update on a fixed batch, stamped as a run's batch would be.
+
+    ``on_policy``: the unrolls carry the learner's version (policy lag 0), as every batch of
+    a lock-step run does, so the update takes the path such a run takes (IMPALA's fixed
+    targets then read the runners' output instead of a pass over the batch); otherwise the
+    batch keeps its first stamp and ages, as an asynchronous runner's batch is old.
+    """
+    if on_policy:
+        for t in trajectories:
+            t.policy_version = learner.version
+    return learner.update(*trajectories)
+
+
 def learner_rate(cfg, runner, seconds: float) -> float:
     """(c) Steps/s of learner updates alone, repeated on one fixed batch of runner rollouts.
 
-    An update consumes ``T * B`` steps per unroll; PPO's epochs count each step once.
+    An update consumes ``T * B`` steps per unroll; PPO's epochs count each step once. The
+    batch is stamped on-policy for a lock-step config (``repeat_update``).
     """
     from learners.learner import Learner
 
     learner = Learner(cfg, runner.spec())
     trajs, steps = update_batch(cfg, runner)
-    return _rate(lambda: learner.update(*trajs), seconds, steps, warmup=1)
+    return _rate(lambda: repeat_update(learner, trajs, cfg.learner.lock_step), seconds, steps,
+                 warmup=1)
 
 
 def end_to_end_rate(cfg, seconds: float, cycle: dict | None = None) -> float:

@@ -6,8 +6,10 @@ Repeats the update of one fixed batch of real runner unrolls (the batch shape th
 trains on), as ``mira bench``'s (c) does, for 1 and 2 intra-op threads, in float32 and with
 bfloat16 autocast (``learner.mixed_precision``), and prints for each the agent steps/s, the
 core-ms per step (threads x wall time) and the page faults per update (``getrusage``'s minor
-faults: fresh memory the kernel had to map; see ``learners/malloc.py``). Figures, not
-assertions; only meaningful on an otherwise idle machine.
+faults: fresh memory the kernel had to map; see ``learners/malloc.py``). A lock-step config's
+batch is stamped with the learner's version, as its runs' batches are (policy lag 0);
+``--stale`` measures the update on an older batch instead. Figures, not assertions; only
+meaningful on an otherwise idle machine.
 """
 
 from __future__ import annotations
@@ -19,20 +21,24 @@ import time
 import torch
 
 
-def measure(cfg, trajectories, steps: int, spec: dict, threads: int, seconds: float) -> dict:
+def measure(cfg, trajectories, steps: int, spec: dict, threads: int, seconds: float,
+            on_policy: bool) -> dict:
     """Steps/s, core-ms per step and minor page faults per update of one learner setting.
 
-    ``trajectories``: one update's unrolls, ``steps`` the agent steps they hold.
+    ``trajectories``: one update's unrolls, ``steps`` the agent steps they hold;
+    ``on_policy``: stamped with the learner's version at every update (``repeat_update``).
     """
     from learners.learner import Learner
+    from scripts.bench import repeat_update
 
     torch.set_num_threads(threads)
     learner = Learner(cfg, spec, threads)
-    learner.update(*trajectories)  # warm-up: first-touch allocations, oneDNN's kernel choice
+    # warm-up: first-touch allocations, oneDNN's kernel choice
+    repeat_update(learner, trajectories, on_policy)
     faults0 = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
     n, start = 0, time.perf_counter()
     while time.perf_counter() - start < seconds or n < 2:
-        learner.update(*trajectories)
+        repeat_update(learner, trajectories, on_policy)
         n += 1
     wall = time.perf_counter() - start
     faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt - faults0
@@ -54,6 +60,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seconds", type=float, default=15.0, help="per setting (default 15)")
     p.add_argument("--threads", type=int, nargs="+", default=[1, 2],
                    help="intra-op thread counts to measure (default 1 2)")
+    p.add_argument("--stale", action="store_true",
+                   help="update on a batch older than the learner's weights, as asynchronous "
+                        "runners' batches are (default: as the config's runs: policy lag 0 "
+                        "with learner.lock_step)")
     args = p.parse_args(argv)
     try:
         cfg = load_config(args.config, args.overrides)
@@ -65,11 +75,13 @@ def main(argv: list[str] | None = None) -> int:
     spec = runner.spec()
     runner.close()
     print(f"[bench_learner] {args.config}: {cfg.learner.name}, {steps} steps per update, "
-          f"{cfg.learner.epochs} epoch(s) x {cfg.learner.minibatches} minibatch(es)", flush=True)
+          f"{cfg.learner.epochs} epoch(s) x {cfg.learner.minibatches} minibatch(es), policy lag "
+          f"{0 if cfg.learner.lock_step and not args.stale else 'above 0'}", flush=True)
     for precision in ("float32", "bfloat16"):
         mixed = replace(cfg, learner=replace(cfg.learner, mixed_precision=precision == "bfloat16"))
         for threads in args.threads:
-            r = measure(mixed, trajectories, steps, spec, threads, args.seconds)
+            r = measure(mixed, trajectories, steps, spec, threads, args.seconds,
+                        cfg.learner.lock_step and not args.stale)
             print(f"[bench_learner] {precision:8s} {threads} thread(s): {r['steps_per_s']:7.0f} "
                   f"steps/s  {r['core_ms']:.3f} core-ms/step  "
                   f"{r['faults_per_update']:8.0f} page faults/update", flush=True)

@@ -222,6 +222,46 @@ def test_fixed_targets_keep_the_first_steps_vtrace_through_the_update(small_cfg)
         torch.testing.assert_close(v, manual.agent.state_dict()[k], msg=k)
 
 
+def test_on_policy_targets_read_the_runners_output_and_equal_a_forward_pass(small_cfg):
+    """Policy lag 0: V-trace from the runners' recorded logits and values is the targets' pass's.
+
+    The runner acted with the learner's weights, so its logits and values over the unroll
+    (its last row included) are the learner's forward pass up to float rounding, and the
+    importance weights are exactly 1. An update on such a batch skips the pass; one on a
+    stale batch (lag 1) does not.
+    """
+    from envs.runner import EnvRunner
+    from learners.impala import log_probs
+    from learners.learner import Learner, behaviour_output
+
+    over = {"learner.minibatches": 2, "learner.epochs": 2, "learner.unroll_length": 6,
+            "learner.impala.surrogate_clip": 0.2, "learner.impala.fixed_targets": "true",
+            "learner.clip_value": "true"}
+    cfg = small_cfg(**over)
+    runner = EnvRunner(cfg.env, cfg.agent, envs_per_runner=4, unroll_length=6)
+    learner = Learner(cfg, runner.spec())
+    traj = runner.rollout(learner.get_weights(), 0)
+    batch, state = learner.to_batch([traj])
+    with torch.no_grad():
+        recorded = behaviour_output(batch)
+        passed = learner.forward(batch, state)
+    torch.testing.assert_close(recorded.logits, passed.logits, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(recorded.value, passed.value, rtol=1e-5, atol=1e-5)
+    assert torch.equal(log_probs(recorded, batch)[2], torch.zeros(6, 4))
+    a, b = (impala_targets(o, batch, learner.lcfg) for o in (recorded, passed))
+    for name in ("advantages", "returns", "old_values", "value_targets"):
+        torch.testing.assert_close(getattr(a, name), getattr(b, name), rtol=1e-5, atol=1e-5,
+                                   msg=name)
+
+    calls = []
+    forward = learner.forward
+    learner.forward = lambda *args: calls.append(1) or forward(*args)
+    learner.update(traj)  # lag 0: only the 2 x 2 minibatch steps' passes
+    assert len(calls) == 4
+    learner.update(traj)  # the same unroll is now one version old: the targets' pass runs
+    assert len(calls) == 4 + 5
+
+
 def test_learner_step_counts_default_by_algorithm(small_cfg):
     from learners.config import ConfigError
 
