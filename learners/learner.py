@@ -120,7 +120,9 @@ def behaviour_output(batch: Batch) -> AgentOutput:
     recorded ``behaviour_logits`` and ``behaviour_value`` are what a forward pass over the
     batch would return, up to float rounding (``tests/test_losses.py`` checks the targets
     both give), and the importance weights pi / mu are exactly 1. PPO's GAE reads the
-    runners' values for the same reason.
+    runners' values for the same reason. One step at a time against a whole unroll at once,
+    the rounding can differ enough to flip a near-tie in which RIMs units are active; the
+    runners' output is then the policy that actually acted.
     """
     return AgentOutput(logits=batch.behaviour_logits, value=batch.behaviour_value)
 
@@ -388,7 +390,7 @@ class Learner:
         lags = [self.version - t.policy_version for t in trajectories]
         batch, state = self.to_batch(list(trajectories))
         self.step_skipped = False
-        metrics = self.fit(batch, state, on_policy=max(lags) == 0)
+        metrics = self.fit(batch, state, on_policy=all(lag == 0 for lag in lags))
         T, B = batch.unroll_length, batch.reset.shape[1]
         self.frames += T * B * self.frames_per_step
         self.version += 1

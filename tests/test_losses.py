@@ -222,13 +222,14 @@ def test_fixed_targets_keep_the_first_steps_vtrace_through_the_update(small_cfg)
         torch.testing.assert_close(v, manual.agent.state_dict()[k], msg=k)
 
 
-def test_on_policy_targets_read_the_runners_output_and_equal_a_forward_pass(small_cfg):
+@pytest.mark.parametrize("popart", ["false", "true"])
+def test_on_policy_targets_read_the_runners_output_and_equal_a_forward_pass(small_cfg, popart):
     """Policy lag 0: V-trace from the runners' recorded logits and values is the targets' pass's.
 
     The runner acted with the learner's weights, so its logits and values over the unroll
     (its last row included) are the learner's forward pass up to float rounding, and the
-    importance weights are exactly 1. An update on such a batch skips the pass; one on a
-    stale batch (lag 1) does not.
+    importance weights are exactly 1; with PopArt the values are in the same normalised
+    space. An update on such a batch skips the pass; one on a stale batch (lag 1) does not.
     """
     from envs.runner import EnvRunner
     from learners.impala import log_probs
@@ -236,11 +237,13 @@ def test_on_policy_targets_read_the_runners_output_and_equal_a_forward_pass(smal
 
     over = {"learner.minibatches": 2, "learner.epochs": 2, "learner.unroll_length": 6,
             "learner.impala.surrogate_clip": 0.2, "learner.impala.fixed_targets": "true",
-            "learner.clip_value": "true"}
+            "learner.clip_value": "true", "learner.popart": popart}
     cfg = small_cfg(**over)
-    runner = EnvRunner(cfg.env, cfg.agent, envs_per_runner=4, unroll_length=6)
+    runner = EnvRunner(cfg.env, cfg.agent, envs_per_runner=4, unroll_length=6,
+                       popart=cfg.learner.popart)
     learner = Learner(cfg, runner.spec())
-    traj = runner.rollout(learner.get_weights(), 0)
+    learner.update(runner.rollout(learner.get_weights(), 0))  # PopArt's statistics move
+    traj = runner.rollout(learner.get_weights(), learner.version)
     batch, state = learner.to_batch([traj])
     with torch.no_grad():
         recorded = behaviour_output(batch)
@@ -248,7 +251,10 @@ def test_on_policy_targets_read_the_runners_output_and_equal_a_forward_pass(smal
     torch.testing.assert_close(recorded.logits, passed.logits, rtol=1e-5, atol=1e-5)
     torch.testing.assert_close(recorded.value, passed.value, rtol=1e-5, atol=1e-5)
     assert torch.equal(log_probs(recorded, batch)[2], torch.zeros(6, 4))
-    a, b = (impala_targets(o, batch, learner.lcfg) for o in (recorded, passed))
+    a, b = (impala_targets(o, batch, learner.lcfg, learner.popart) for o in (recorded, passed))
+    assert (learner.popart is not None) == (popart == "true")
+    if learner.popart is not None:
+        assert float(learner.popart.sigma.max()) != 1.0
     for name in ("advantages", "returns", "old_values", "value_targets"):
         torch.testing.assert_close(getattr(a, name), getattr(b, name), rtol=1e-5, atol=1e-5,
                                    msg=name)
