@@ -96,9 +96,14 @@ def _partial_report(spec: CompareSpec, trials: list[Trial], out_dir: Path, statu
 
 
 def run_compare(path: str, dry_run: bool = False, max_concurrent: int | None = None,
-                out: str | None = None, quiet: bool = False, report_only: bool = False) -> dict:
+                out: str | None = None, quiet: bool = False, report_only: bool = False,
+                next_seeds: int | None = None) -> dict:
     """Validate, run every trial, evaluate, report (``report_only``: report, run nothing).
 
+    ``next_seeds``: run the trials of only the next N seeds that have work left (in the
+    file's seed order), then write the report so far and stop; the seeds after them wait
+    (status ``waiting``) for a later run of the same file. A declared rule reads the same
+    seeds in the same order either way.
     Returns {"out", "trials": {slug: status}, "failed", "results"}.
     """
     from scripts import pbt as pbt_mod
@@ -106,7 +111,12 @@ def run_compare(path: str, dry_run: bool = False, max_concurrent: int | None = N
 
     if max_concurrent is not None and max_concurrent < 1:
         raise ConfigError(f"--max-concurrent must be at least 1, got {max_concurrent}")
+    if next_seeds is not None and next_seeds < 1:
+        raise ConfigError(f"--next-seeds must be at least 1, got {next_seeds}")
     spec, trials, out_dir = load_spec(path, out)
+    if next_seeds is not None and spec.pbt.enabled:
+        raise ConfigError("--next-seeds does not apply to a population (pbt:) compare, whose "
+                          "members run together")
     for line in records.bring_back(spec, trials, out_dir, dry_run, out is not None):
         if dry_run or not quiet:
             say(line)
@@ -163,12 +173,20 @@ def run_compare(path: str, dry_run: bool = False, max_concurrent: int | None = N
             status[j["slug"]] = "skipped"
             if not quiet:
                 say(f"skipped  {j['slug']} (finished and evaluated)")
+        # --next-seeds N: the seeds with work left after the first N of them wait.
+        seed_of = {j["slug"]: t.seed for j, t in zip(jobs, trials)}
+        with_work = [s for s in spec.seeds
+                     if any(needs_work(j) for j in jobs if seed_of[j["slug"]] == s)]
+        waiting = set(with_work[next_seeds:]) if next_seeds is not None else set()
         # "decided": one seed at a time (every variant's trial at that seed), and no further
         # seed once every primary interval excludes "no difference".
-        groups = ([[j for j, t in zip(jobs, trials) if t.seed == seed] for seed in spec.seeds]
-                  if spec.plan.stop == "decided" else [jobs])
+        groups = ([[j for j in jobs if seed_of[j["slug"]] == seed] for seed in spec.seeds]
+                  if spec.plan.stop == "decided"
+                  else [[j for j in jobs if seed_of[j["slug"]] not in waiting]])
         results, failed = {}, {}
         for i, group in enumerate(groups):
+            if spec.plan.stop == "decided" and spec.seeds[i] in waiting:
+                break  # the look after the last seed that ran has written the report
             todo = [j for j in group if needs_work(j)]
             ran, lost = run_jobs(todo)
             results.update(ran)
@@ -196,6 +214,18 @@ def run_compare(path: str, dry_run: bool = False, max_concurrent: int | None = N
                 _partial_report(spec, trials, out_dir, now, quiet, failed)
         status.update({s: {"new": "trained", "resume": "resumed", "done": "evaluated"}[r["state"]]
                        for s, r in results.items()})
+        held = [j["slug"] for j in jobs if seed_of[j["slug"]] in waiting and needs_work(j)
+                and status[j["slug"]] != "not needed"]
+        if held:
+            status.update({s: "waiting" for s in held} | {s: "failed" for s in failed})
+            if not quiet:
+                say(f"ran the next {next_seeds} seed(s) with work left; seed(s) "
+                    f"{', '.join(str(s) for s in sorted(waiting, key=spec.seeds.index))} wait: "
+                    "the same command continues from them")
+            if spec.plan.stop != "decided":
+                now = {t.slug: trial_state(t.dir, t.cfg.run.total_frames) for t in trials}
+                _partial_report(spec, trials, out_dir, now, quiet, failed)
+            return {"out": str(out_dir), "trials": status, "failed": failed, "results": None}
     status.update({s: "failed" for s in failed})
     ok = [t for t in trials if t.slug not in failed and status[t.slug] != "not needed"]
     left = {*failed, *(s for s, v in status.items() if v == "not needed")}  # started or not
@@ -214,7 +244,7 @@ def run_compare(path: str, dry_run: bool = False, max_concurrent: int | None = N
 def _command(args) -> int:
     try:
         result = run_compare(args.config, dry_run=args.dry_run, max_concurrent=args.max_concurrent,
-                             out=args.out, report_only=args.report)
+                             out=args.out, report_only=args.report, next_seeds=args.next_seeds)
     except KeyboardInterrupt:
         return 130
     if result["failed"]:
@@ -236,6 +266,10 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
                         "far (a long compare's interim result)")
     c.add_argument("--max-concurrent", type=int, metavar="N",
                    help="trials in flight at once (default: what the cluster holds)")
+    c.add_argument("--next-seeds", type=int, metavar="N",
+                   help="run only the next N seeds that have trials left, then write the report "
+                        "so far and stop (a long study a piece at a time; the same command "
+                        "continues)")
     c.add_argument("--out", metavar="DIR",
                    help="output directory (default: the file's `out`, else runs/compare/<name>)")
     c.set_defaults(fn=_command)

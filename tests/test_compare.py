@@ -350,6 +350,32 @@ def test_decided_rule_looks_after_each_seed_with_a_report(tmp_path, ray_local, c
 
 
 @pytest.mark.ray
+def test_next_seeds_runs_a_long_study_a_piece_at_a_time(tmp_path, ray_local, capsys):
+    # --next-seeds 1 on a rule read seed by seed: one seed's trials per run, its look and
+    # report, then the later seeds wait; the next run takes up the first waiting seed.
+    plan = {"pairs": [["hidden-size-32", "hidden-size-16"]], "score": "train",
+            "statistic": "win", "stop": "decided"}
+    path = write_compare(tmp_path, seeds=[0, 1, 2], plan=plan)
+    with pytest.raises(ConfigError, match="--next-seeds must be at least 1, got 0"):
+        run_compare(str(path), next_seeds=0)
+    first = run_compare(str(path), next_seeds=1)["trials"]
+    assert first == {"hidden-size-16-seed0": "trained", "hidden-size-32-seed0": "trained"} | {
+        f"hidden-size-{w}-seed{k}": "waiting" for w in (16, 32) for k in (1, 2)}
+    err = capsys.readouterr().err
+    assert "over 1 seed(s)" in err and "report.md: 2 of 6 trial(s) finished" in err
+    assert "seed(s) 1, 2 wait: the same command continues from them" in err
+    second = run_compare(str(path), next_seeds=1)["trials"]
+    assert [second[f"hidden-size-32-seed{k}"] for k in range(3)] == ["skipped", "trained",
+                                                                     "waiting"]
+    # Without a sequential rule the next seeds' trials run together, then the report so far.
+    path = write_compare(tmp_path, seeds=[0, 1], plan={**plan, "stop": "all seeds"},
+                         out=str(tmp_path / "all"))
+    status = run_compare(str(path), next_seeds=1)["trials"]
+    assert sorted(status.values()) == ["trained", "trained", "waiting", "waiting"]
+    assert "report.md: 2 of 4 trial(s) finished" in capsys.readouterr().err
+
+
+@pytest.mark.ray
 def test_ctrl_c_to_the_process_group_leaves_each_trial_its_checkpoint(tmp_path):
     """A terminal's Ctrl-C (here ``killpg``, as ``timeout -s INT`` sends it) stops a compare.
 
