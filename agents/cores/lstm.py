@@ -52,13 +52,22 @@ class LSTMCore(nn.Module):
         # nn.LSTMCell computes step by step); only U h stays in the loop. The same gates up
         # to float rounding, about 1.3x faster to train on CPU; the weights are the cell's.
         xw = F.linear(x, cell.weight_ih, cell.bias_ih + cell.bias_hh)  # [T, B, 4H]
+        H = self.output_size
+        # Few operations per step, as each costs more to dispatch (and to record for the
+        # backward) than to compute at these sizes: rows where no episode starts skip the
+        # reset mask (a product with 1), and one sigmoid covers the four gates (g's share
+        # unused; tanh gives g). The same values as a gate at a time up to float rounding
+        # (bit for bit at width 256 on AVX-512); the learner's update about 1.04x faster.
+        starts = reset.any(dim=1).tolist() if x.shape[0] > 1 else [True]  # acting: T = 1
         outputs = []
         for t in range(x.shape[0]):
-            h, c = mask_state(state, reset[t])
-            # PyTorch's gate order
-            i, f, g, o = torch.addmm(xw[t], h, cell.weight_hh.t()).chunk(4, dim=-1)
-            c = torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(g)
-            h = torch.sigmoid(o) * torch.tanh(c)
+            if starts[t]:
+                state = mask_state(state, reset[t])
+            h, c = state
+            gates = torch.addmm(xw[t], h, cell.weight_hh.t())  # PyTorch's order: i, f, g, o
+            i, f, _, o = torch.sigmoid(gates).chunk(4, dim=-1)
+            c = f * c + i * torch.tanh(gates[:, 2 * H : 3 * H])
+            h = o * torch.tanh(c)
             state = (h, c)
             outputs.append(h)
         return torch.stack(outputs), state
