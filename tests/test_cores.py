@@ -125,25 +125,36 @@ def test_state_slices_along_batch(name):
         torch.testing.assert_close(a, b[idx], atol=1e-5, rtol=0)
 
 
-def test_lstm_equals_pytorch_lstm_cell_stepped():
+@pytest.mark.parametrize("T", [1, 7, 40])
+def test_lstm_equals_pytorch_lstm_cell_stepped(T):
     """The LSTM core equals nn.LSTMCell stepped through the unroll, reset masking included.
 
-    The core computes W x + b for the whole unroll at once; it must stay nn.LSTMCell's LSTM.
+    An unroll runs PyTorch's fused LSTM between the steps where episodes start (one row's
+    start cuts every row's stretch), and acting (T = 1) steps the gates itself: both must stay
+    nn.LSTMCell's LSTM, outputs, final state and gradients.
     """
     from agents.cores import mask_state
 
     core = make("lstm", hidden_size=16)
-    T, B = 7, 3
-    x, reset = torch.randn(T, B, D), torch.rand(T, B) < 0.3
+    B = 3
+    x, reset = torch.randn(T, B, D, requires_grad=True), torch.rand(T, B) < 0.1
+    if T > 1:
+        reset[0], reset[T // 2, 1] = True, True  # a start at the first step and mid-unroll
     state0 = random_state(core, B)
     y, final = core(x, state0, reset)
     state, ys = state0, []
     for t in range(T):
         state = core.cell(x[t], mask_state(state, reset[t]))
         ys.append(state[0])
-    torch.testing.assert_close(y, torch.stack(ys), atol=1e-6, rtol=1e-5)
+    ref = torch.stack(ys)
+    torch.testing.assert_close(y, ref, atol=1e-6, rtol=1e-5)
     for a, b in zip(final, state):
         torch.testing.assert_close(a, b, atol=1e-6, rtol=1e-5)
+    weights = [x, *core.parameters()]
+    loss_weights = torch.randn(T, B, 16)
+    for a, b in zip(torch.autograd.grad((y * loss_weights).sum() + final[1].sum(), weights),
+                    torch.autograd.grad((ref * loss_weights).sum() + state[1].sum(), weights)):
+        torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-5)
 
 
 def test_feedforward_core_is_the_identity_and_keeps_its_state():

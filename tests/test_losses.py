@@ -409,7 +409,10 @@ def test_fixed_target_options_equal_the_whole_unroll_update_at_one_step(small_cf
     assert traj.chunk_states is not None
     m_chunked, m_whole = chunked.update(traj), whole.update(traj)
     for k in ("policy_loss", "value_loss", "entropy"):
-        assert m_chunked[k] == pytest.approx(m_whole[k], rel=1e-5, abs=1e-7), k
+        # At the first step the policy loss is a mean of normalised advantages (mean 0) times
+        # ratios of 1 up to the rounding between two LSTM kernels (the fused pass against the
+        # runner's steps): about 1e-7 by itself, so its absolute tolerance is 1e-6.
+        assert m_chunked[k] == pytest.approx(m_whole[k], rel=1e-5, abs=1e-6), k
     if core == "feedforward":
         for k, v in chunked.agent.state_dict().items():
             torch.testing.assert_close(v, whole.agent.state_dict()[k], rtol=1e-4, atol=1e-6, msg=k)

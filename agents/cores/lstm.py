@@ -3,8 +3,8 @@
 Standard gates, each the additive building block ``phi(W x + U h + b)`` of Wu et al. 2016, eq. 1:
 ``i, f, o = sigmoid(W x + U h + b)``, ``g = tanh(W x + U h + b)``,
 ``c' = f * c + i * g``, ``h' = o * tanh(c')``. The weights are an ``nn.LSTMCell``'s
-(its gate order i, f, g, o); the loop over time is explicit so that resets apply step by
-step (the core contract), and ``W x + b`` is computed for the whole unroll at once.
+(its gate order i, f, g, o), run by PyTorch's fused LSTM between the steps where episodes
+start, so that resets apply step by step (the core contract).
 """
 
 from __future__ import annotations
@@ -12,7 +12,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 from agents.cores.contract import CORES, State, mask_state
@@ -28,7 +27,7 @@ class LSTMConfig:
 
 @CORES.register("lstm")
 class LSTMCore(nn.Module):
-    """LSTM unrolled step by step so resets apply per step; the weights are an ``nn.LSTMCell``'s."""
+    """LSTM whose resets apply per step; the weights are an ``nn.LSTMCell``'s."""
 
     Config = LSTMConfig
 
@@ -46,28 +45,43 @@ class LSTMCore(nn.Module):
         return (z, z.clone())
 
     def forward(self, x: torch.Tensor, state: State, reset: torch.Tensor):
-        """x: [T, B, D], state: (h, c) each [B, H], reset: [T, B] bool -> (y [T, B, H], state)."""
+        """x: [T, B, D], state: (h, c) each [B, H], reset: [T, B] bool -> (y [T, B, H], state).
+
+        An unroll (T > 1) is cut at the steps where some row's episode starts; each stretch
+        between two such steps runs as one call of PyTorch's fused LSTM (oneDNN on CPU, cuDNN
+        on CUDA: the loop over time and its backward in native code), and the starting rows'
+        state is zeroed between stretches. The same gates as stepping the cell up to float
+        rounding (about 1e-7 at width 256) and 2-5x faster to train on CPU than a Python loop
+        over steps, which pays dispatch for every operation of every step. Acting (T = 1)
+        steps the cell's equations directly, about 2x faster than a fused call of one step.
+        """
+        if x.shape[0] == 1:
+            state = mask_state(state, reset[0])
+            h, c = self._step(x[0], state)
+            return h[None], (h, c)
         cell = self.cell
-        # The input's share of the gates, W x + b, for all T steps in one product (what
-        # nn.LSTMCell computes step by step); only U h stays in the loop. The same gates up
-        # to float rounding, about 1.3x faster to train on CPU; the weights are the cell's.
-        xw = F.linear(x, cell.weight_ih, cell.bias_ih + cell.bias_hh)  # [T, B, 4H]
+        weights = [cell.weight_ih, cell.weight_hh, cell.bias_ih, cell.bias_hh]
+        T = x.shape[0]
+        starts = reset.any(dim=1).tolist()
+        outputs, begin = [], 0
+        for end in [t for t in range(T) if starts[t]] + [T]:
+            if end > begin:
+                h, c = state
+                y, h, c = torch.lstm(x[begin:end], (h[None], c[None]), weights, True, 1, 0.0,
+                                     self.training, False, False)
+                outputs.append(y)
+                state = (h[0], c[0])
+            if end < T:
+                state = mask_state(state, reset[end])
+            begin = end
+        return (outputs[0] if len(outputs) == 1 else torch.cat(outputs)), state
+
+    def _step(self, x: torch.Tensor, state: State) -> State:
+        """One step of the gates: x [B, D], (h, c) each [B, H] -> (h', c')."""
+        cell, (h, c) = self.cell, state
+        gates = torch.addmm(torch.addmm(cell.bias_ih + cell.bias_hh, x, cell.weight_ih.t()),
+                            h, cell.weight_hh.t())  # PyTorch's order: i, f, g, o
+        i, f, _, o = torch.sigmoid(gates).chunk(4, dim=-1)  # one sigmoid; g's share unused
         H = self.output_size
-        # Few operations per step, as each costs more to dispatch (and to record for the
-        # backward) than to compute at these sizes: rows where no episode starts skip the
-        # reset mask (a product with 1), and one sigmoid covers the four gates (g's share
-        # unused; tanh gives g). The same values as a gate at a time up to float rounding
-        # (bit for bit at width 256 on AVX-512); the learner's update about 1.04x faster.
-        starts = reset.any(dim=1).tolist() if x.shape[0] > 1 else [True]  # acting: T = 1
-        outputs = []
-        for t in range(x.shape[0]):
-            if starts[t]:
-                state = mask_state(state, reset[t])
-            h, c = state
-            gates = torch.addmm(xw[t], h, cell.weight_hh.t())  # PyTorch's order: i, f, g, o
-            i, f, _, o = torch.sigmoid(gates).chunk(4, dim=-1)
-            c = f * c + i * torch.tanh(gates[:, 2 * H : 3 * H])
-            h = o * torch.tanh(c)
-            state = (h, c)
-            outputs.append(h)
-        return torch.stack(outputs), state
+        c = f * c + i * torch.tanh(gates[:, 2 * H : 3 * H])
+        return o * torch.tanh(c), c
