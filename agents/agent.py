@@ -82,6 +82,15 @@ class Agent(nn.Module):
         """The core's initial (zero) state for ``batch_size`` environments."""
         return self.core.initial_state(batch_size, device)
 
+    def training_layout(self, obs: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        """Observations laid out in memory as the torso's training pass reads them.
+
+        The same values; for a learner about to pass over one batch several times. The
+        torso's ``training_layout`` if it has one, else ``obs`` as given.
+        """
+        fn = getattr(self.torso, "training_layout", None)
+        return fn(obs) if fn else obs
+
     def forward(self, inputs: dict[str, torch.Tensor], state: State) -> tuple[AgentOutput, State]:
         """Unroll the agent; returns logits ``[T, B, A]``, value ``[T, B]`` and the next state.
 

@@ -119,6 +119,19 @@ class ShallowTorso(nn.Module):
         out, _ = self.instruction_rnn(emb.transpose(0, 1))  # [L, N, H]
         return out[lengths - 1, torch.arange(tokens.shape[0], device=tokens.device)]
 
+    def training_layout(self, obs: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        """``obs`` with the pixels' bytes in the order a training pass on CPU reads them.
+
+        Such a pass runs the convs channels-last (``forward``). A learner that passes over
+        one batch several times (epochs x minibatches) reorders its pixels once, here,
+        instead of every pass: the same values and shape, the memory ``[..., H, W, C]``
+        (minibatch picks keep it: ``learners.batch.minibatches``). Elsewhere ``obs`` as given.
+        """
+        pixels = obs["pixels"]
+        if pixels.device.type != "cpu":
+            return obs
+        return {**obs, "pixels": pixels.movedim(-3, -1).contiguous().movedim(-1, -3)}
+
     def forward(self, obs: dict[str, torch.Tensor], last_action: torch.Tensor,
                 last_reward: torch.Tensor) -> torch.Tensor:
         """obs["pixels"] uint8 [T, B, C, H, W]; last_action [T, B]; last_reward [T, B].
@@ -137,6 +150,7 @@ class ShallowTorso(nn.Module):
                else torch.contiguous_format)
         # The bytes are reordered first and converted after: a uint8 -> float copy into the
         # other layout is one strided pass, several times slower than the two contiguous ones.
+        # Pixels already in that order (``training_layout``) are not copied to reorder them.
         x = src.contiguous(memory_format=fmt).to(dtype, copy=True).mul_(1.0 / 255.0)
         x = self.conv(x)  # [TB, 32, h, w]
         extras = [

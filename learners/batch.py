@@ -95,7 +95,26 @@ def minibatches(batch: Batch, state: tuple, n: int, generator: torch.Generator |
     order = torch.randperm(B, generator=generator)
     for idx in order.chunk(n):
         idx = idx.to(batch.reset.device)
-        yield batch.map(lambda v, idx=idx: v[:, idx]), tuple(s[idx] for s in state)
+        yield (batch.map(lambda v, idx=idx: take_columns(v, idx)),
+               tuple(s.index_select(0, idx) for s in state))
+
+
+def take_columns(v: Tensor, idx: Tensor) -> Tensor:
+    """``v[:, idx]``, laid out in memory as ``v`` is (e.g. ``Agent.training_layout``'s pixels).
+
+    index_select, not advanced indexing: the same values, and on CPU a copy of whole rows
+    where ``v[:, idx]`` goes element by element (a minibatch of Atari pixels, 7 MB: about
+    0.6 ms against 4.5). A tensor whose memory is its dims in another order is picked in
+    that order, so the pick stays one copy of whole rows and keeps the order.
+    """
+    if v.is_contiguous():
+        return v.index_select(1, idx)
+    order = sorted(range(v.dim()), key=lambda d: -v.stride(d))  # outermost in memory first
+    base = v.permute(order)
+    if not base.is_contiguous():
+        return v.index_select(1, idx)
+    picked = base.index_select(order.index(1), idx)
+    return picked.permute([order.index(d) for d in range(v.dim())])
 
 
 @torch.no_grad()

@@ -162,6 +162,21 @@ def test_atari_shaped_observation():
     assert out.logits.shape == (2, 3, 6)
 
 
+def test_training_layout_changes_memory_not_values():
+    """Pixels laid out once per update for training give the training pass bit for bit."""
+    cfg = from_dict(AgentConfig, {"core_options": {"hidden_size": 32}})
+    agent = Agent(cfg, {"pixels": (4, 84, 84)}, 6, 1)
+    g = torch.Generator().manual_seed(0)
+    x = {"pixels": torch.randint(0, 256, (3, 2, 4, 84, 84), generator=g, dtype=torch.uint8),
+         "last_action": torch.zeros(3, 2, dtype=torch.long),
+         "last_reward": torch.zeros(3, 2), "reset": torch.zeros(3, 2, dtype=torch.bool)}
+    laid = agent.training_layout({"pixels": x["pixels"]})["pixels"]
+    assert torch.equal(laid, x["pixels"]) and laid.stride()[2] == 1  # channels innermost
+    plain, _ = agent(x, agent.initial_state(2))
+    out, _ = agent({**x, "pixels": laid}, agent.initial_state(2))
+    assert torch.equal(out.logits, plain.logits) and torch.equal(out.value, plain.value)
+
+
 def test_orthogonal_torso_init_keeps_the_feature_scale():
     """``init: orthogonal`` keeps the scale of the features through the ReLUs.
 

@@ -64,6 +64,33 @@ def test_config_names_it_and_learner_builds_it():
         load_config(None, ["learner.optimizer.name=rmsprob"])
 
 
+def test_adam_runs_fused_and_stays_fused_after_a_resume(small_cfg):
+    """Adam takes its step as one fused kernel, and stays fused after a resume.
+
+    A checkpoint an unfused Adam wrote (older runs) loads into a fused learner, which then
+    steps as the learner it resumes.
+    """
+    from envs.runner import EnvRunner
+    from learners.learner import Learner
+
+    cfg = small_cfg(**{"learner.optimizer.name": "adam"})
+    runner = EnvRunner(cfg.env, cfg.agent, envs_per_runner=2, unroll_length=4)
+    learner = Learner(cfg, runner.spec())
+    assert all(group["fused"] for group in learner.optimizer.param_groups)
+    learner.update(runner.rollout(learner.get_weights(), 0))
+    state = learner.state_dict()
+    for group in state["optimizer"]["param_groups"]:
+        group["fused"] = None  # as torch.optim.Adam's default wrote it
+    resumed = Learner(cfg, runner.spec())
+    resumed.load_state_dict(state)
+    assert all(group["fused"] for group in resumed.optimizer.param_groups)
+    traj = runner.rollout(learner.get_weights(), learner.version)
+    learner.update(traj)
+    resumed.update(traj)
+    for k, v in learner.agent.state_dict().items():
+        assert torch.equal(resumed.agent.state_dict()[k], v), k
+
+
 def test_state_round_trips_through_state_dict():
     p = torch.nn.Parameter(torch.ones(3))
     opt = RMSpropTF([p], lr=0.1, momentum=0.9)

@@ -5,7 +5,7 @@ import torch
 
 from agents.agent import AgentOutput
 from learners.algorithms import fill_defaults
-from learners.batch import Batch, minibatches
+from learners.batch import Batch, minibatches, take_columns
 from learners.config import LearnerConfig, load_config
 from learners.learner import Learner
 from learners.ppo import add_advantages, ppo_loss
@@ -120,6 +120,23 @@ def test_minibatches_partition_the_envs():
         assert mb.reward.shape[1] == 2
         seen += mb.reward[0].tolist()
     assert sorted(seen) == sorted(batch.reward[0].tolist())
+
+
+def test_minibatch_columns_keep_the_memory_order_they_are_given():
+    """``take_columns`` is ``v[:, idx]``, and a tensor laid out channels-last per frame stays so.
+
+    The learner lays pixels out once per update (``Agent.training_layout``); a pick that fell
+    back to the default order would reorder them again at every minibatch.
+    """
+    g = torch.Generator().manual_seed(0)
+    v = torch.randint(0, 256, (5, 6, 4, 7, 7), generator=g, dtype=torch.uint8)
+    permuted = v.movedim(2, -1).contiguous().movedim(-1, 2)
+    idx = torch.tensor([4, 1, 2])
+    for tensor in (v, permuted, v.float().transpose(0, 1)):
+        picked = take_columns(tensor, idx)
+        assert torch.equal(picked, tensor[:, idx])
+    picked = take_columns(permuted, idx).reshape(15, 4, 7, 7)
+    assert picked.is_contiguous(memory_format=torch.channels_last)
 
 
 @pytest.mark.parametrize("preset", ["ppo_atari", "ppo_minigrid"])
