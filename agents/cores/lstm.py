@@ -9,6 +9,8 @@ start, so that resets apply step by step (the core contract).
 
 from __future__ import annotations
 
+import contextlib
+import warnings
 from dataclasses import dataclass
 
 import torch
@@ -16,6 +18,8 @@ from torch import nn
 
 from agents.cores.contract import CORES, State, mask_state
 from agents.registry import typed_options
+
+_CUDNN_PACKS = "RNN module weights are not part of single contiguous chunk"
 
 
 @dataclass(frozen=True)
@@ -64,16 +68,21 @@ class LSTMCore(nn.Module):
         T = x.shape[0]
         starts = reset.any(dim=1).tolist()
         outputs, begin = [], 0
-        for end in [t for t in range(T) if starts[t]] + [T]:
-            if end > begin:
-                h, c = state
-                y, h, c = torch.lstm(x[begin:end], (h[None], c[None]), weights, True, 1, 0.0,
-                                     self.training, False, False)
-                outputs.append(y)
-                state = (h[0], c[0])
-            if end < T:
-                state = mask_state(state, reset[end])
-            begin = end
+        with warnings.catch_warnings() if x.is_cuda else contextlib.nullcontext():
+            if x.is_cuda:
+                # cuDNN packs the cell's four weight tensors into one buffer at each call
+                # (nn.LSTM keeps them packed) and warns; at width 256 that is a 2 MB copy.
+                warnings.filterwarnings("ignore", message=_CUDNN_PACKS)
+            for end in [t for t in range(T) if starts[t]] + [T]:
+                if end > begin:
+                    h, c = state
+                    y, h, c = torch.lstm(x[begin:end], (h[None], c[None]), weights, True, 1,
+                                         0.0, self.training, False, False)
+                    outputs.append(y)
+                    state = (h[0], c[0])
+                if end < T:
+                    state = mask_state(state, reset[end])
+                begin = end
         return (outputs[0] if len(outputs) == 1 else torch.cat(outputs)), state
 
     def _step(self, x: torch.Tensor, state: State) -> State:
