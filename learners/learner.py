@@ -463,10 +463,13 @@ class Learner:
         self.agent.load_state_dict(state["agent"])
         # The optimizer keeps the tensors it is given where their device already fits (CPU):
         # copy them, so the caller's dict never becomes the live optimizer state.
-        kernels = [group.get("fused") for group in self.optimizer.param_groups]
-        self.optimizer.load_state_dict(to_cpu(state["optimizer"]))
-        for group, fused in zip(self.optimizer.param_groups, kernels):
-            group["fused"] = fused  # how the step runs is this learner's, not the checkpoint's
+        saved = to_cpu(state["optimizer"])
+        for group, own in zip(saved["param_groups"], self.optimizer.param_groups):
+            # How the step runs is this learner's, not the checkpoint's (an unfused Adam's
+            # checkpoint into a fused one); set before loading, which places the state by it.
+            if "fused" in own:
+                group["fused"] = own["fused"]
+        self.optimizer.load_state_dict(saved)
         self.version = int(state["counters"]["version"])
         self.frames = int(state["counters"]["frames"])
         if self.popart is not None and "popart" in state:

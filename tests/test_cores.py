@@ -157,6 +157,22 @@ def test_lstm_equals_pytorch_lstm_cell_stepped(T):
         torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-5)
 
 
+def test_lstm_under_autocast_steps_with_its_cell_state_in_float32():
+    """Under bfloat16 autocast (learner.mixed_precision) the LSTM steps its gates.
+
+    So the cell state stays float32 (the fused kernel would run it in bfloat16), and the
+    output equals the plain unroll up to bfloat16's rounding.
+    """
+    core = make("lstm", hidden_size=16)
+    x, reset = torch.randn(6, 3, D), torch.rand(6, 3) < 0.3
+    state0 = random_state(core, 3)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        y, (h, c) = core(x, state0, reset)
+    assert c.dtype == h.dtype == y.dtype == torch.float32
+    ref, _ = core(x, state0, reset)
+    torch.testing.assert_close(y, ref, atol=0.05, rtol=0)
+
+
 def test_feedforward_core_is_the_identity_and_keeps_its_state():
     core = make("feedforward")
     T, B = 5, 3
