@@ -14,6 +14,7 @@ import warnings
 from dataclasses import dataclass
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from agents.cores.contract import CORES, State, mask_state
@@ -64,9 +65,11 @@ class LSTMCore(nn.Module):
             # Acting; or under autocast (learner.mixed_precision), where the fused kernel would
             # run in bfloat16 on CPU and float16 on CUDA, state included: stepped, each step's
             # products in autocast's precision and the cell state in float32.
+            # W x + b for the whole unroll in one product; only U h stays in the loop.
+            xw = F.linear(x, self.cell.weight_ih, self.cell.bias_ih + self.cell.bias_hh)
             outputs = []
             for t in range(x.shape[0]):
-                state = self._step(x[t], mask_state(state, reset[t]))
+                state = self._step(xw[t], mask_state(state, reset[t]))
                 outputs.append(state[0])
             return torch.stack(outputs), state
         cell = self.cell
@@ -93,11 +96,10 @@ class LSTMCore(nn.Module):
                 begin = end
         return (outputs[0] if len(outputs) == 1 else torch.cat(outputs)), state
 
-    def _step(self, x: torch.Tensor, state: State) -> State:
-        """One step of the gates: x [B, D], (h, c) each [B, H] -> (h', c')."""
-        cell, (h, c) = self.cell, state
-        gates = torch.addmm(torch.addmm(cell.bias_ih + cell.bias_hh, x, cell.weight_ih.t()),
-                            h, cell.weight_hh.t())  # PyTorch's order: i, f, g, o
+    def _step(self, xw: torch.Tensor, state: State) -> State:
+        """One step of the gates from the input's share ``xw = W x + b`` [B, 4H] -> (h', c')."""
+        h, c = state
+        gates = torch.addmm(xw, h, self.cell.weight_hh.t())  # PyTorch's order: i, f, g, o
         i, f, _, o = torch.sigmoid(gates).chunk(4, dim=-1)  # one sigmoid; g's share unused
         H = self.output_size
         c = f * c + i * torch.tanh(gates[:, 2 * H : 3 * H])
