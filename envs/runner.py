@@ -14,6 +14,8 @@ in-process.
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 import torch
 
@@ -232,10 +234,15 @@ class EnvRunner:
 
     def rollout_with_info(self, weights: dict | None = None,
                           version: int | None = None) -> tuple[Trajectory, dict]:
-        """``rollout`` plus the small facts the driver reads without fetching the unroll."""
+        """``rollout`` plus the small facts the driver reads without fetching the unroll.
+
+        ``rollout_s``: the seconds the runner spent in ``rollout`` (``mira bench`` sets them
+        beside the time the driver waited for the unroll).
+        """
+        start = time.perf_counter()
         traj = self.rollout(weights, version)
         return traj, {"episodes": traj.episodes, "version": traj.policy_version,
-                      "steps": self.T * self.B}
+                      "steps": self.T * self.B, "rollout_s": time.perf_counter() - start}
 
     @torch.inference_mode()
     def run_episodes(self, episodes_per_env: int | list[int], weights: dict | None = None,

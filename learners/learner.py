@@ -395,6 +395,7 @@ class Learner:
         start = time.perf_counter()
         lags = [self.version - t.policy_version for t in trajectories]
         batch, state = self.to_batch(list(trajectories))
+        batch_s = time.perf_counter() - start
         self.step_skipped = False
         metrics = self.fit(batch, state, on_policy=all(lag == 0 for lag in lags))
         T, B = batch.unroll_length, batch.reset.shape[1]
@@ -409,6 +410,7 @@ class Learner:
         metrics = {k: float(v) for k, v in metrics.items()}
         metrics.update(
             lr=self.lr(), policy_lag=float(np.mean(lags)), update_s=time.perf_counter() - start,
+            batch_s=batch_s,
             skipped_updates=float(self.skipped_updates),
             # frames and version: the driver's copies (popped before logging)
             frames=float(self.frames), version=float(self.version),

@@ -120,7 +120,7 @@ class Trainer:
     def _collect(self, index: int, info_ref) -> dict | None:
         """The small info of a finished unroll, or None if the runner died."""
         try:
-            return get(info_ref)
+            info = get(info_ref)
         except Exception as e:  # noqa: BLE001
             if not runner_failed(e):
                 raise
@@ -128,6 +128,8 @@ class Trainer:
             self.fleet.replace(index)
             self.known[index] = -1
             return None
+        self.metrics_acc["runner_rollout_s"].append(info["rollout_s"])
+        return info
 
     def _send(self, index: int):
         """Send runner ``index`` out for one unroll with the newest weights it lacks."""

@@ -74,6 +74,18 @@ def inference_rate(runner, seconds: float) -> float:
     return _rate(act, seconds, runner.B)
 
 
+def rollout_time(runner, unrolls: int = 3) -> float:
+    """Seconds of one ``runner.rollout()`` in this process (1 thread), the mean of ``unrolls``.
+
+    Against ``T * B`` times (a) and (b)'s per-step cost: what the runner's own loop adds.
+    """
+    runner.rollout()
+    start = time.perf_counter()
+    for _ in range(unrolls):
+        runner.rollout()
+    return (time.perf_counter() - start) / unrolls
+
+
 def bench_runner(cfg):
     """The runner a benchmark steps and learns from: one of the config's, in this process."""
     from envs.runner import EnvRunner
@@ -162,7 +174,9 @@ def end_to_end_rate(cfg, seconds: float, cycle: dict | None = None) -> float:
     if cycle is not None and summary["updates"]:
         metrics = summary["final_metrics"]  # one log interval: the whole run
         cycle.update(update_s=metrics.get("update_s", float("nan")), updates=summary["updates"],
-                     wait_s=metrics.get("learner_queue_wait_s", 0.0) / summary["updates"])
+                     wait_s=metrics.get("learner_queue_wait_s", 0.0) / summary["updates"],
+                     batch_s=metrics.get("batch_s", float("nan")),
+                     rollout_s=metrics.get("runner_rollout_s", float("nan")))
     return (summary["frames"] - frames0) / max(time.time() - start, 1e-9) / fps_per_step
 
 
@@ -215,6 +229,7 @@ def run_bench(config_path: str, overrides: list[str], seconds: float = 20.0,
         print(f"[bench] {n:3d} runner cores + a GPU learner of {gpu_learner_rate:.0f} steps/s: "
               f"{rate:9.0f} steps/s = {rate * fps:.0f} frames/s end to end ({bound} bound)",
               flush=True)
+    rollout = rollout_time(runner)
     c = learner_rate(cfg, runner, seconds)
     print(f"[bench] (c) learner update  {c:9.0f} steps/s  ({1e3 / c:.3f} core-ms/step)", flush=True)
     runner.close()
@@ -231,6 +246,9 @@ def run_bench(config_path: str, overrides: list[str], seconds: float = 20.0,
               f"{1e3 * cycle['wait_s']:.0f} ms"
               f"{' (the runners acting: lock-step)' if cfg.learner.lock_step else ''}",
               flush=True)
+        print(f"[bench]     of which: the learner making the batch {1e3 * cycle['batch_s']:.0f} ms; "
+              f"a runner's unroll {1e3 * cycle['rollout_s']:.0f} ms inside the runner, "
+              f"{1e3 * rollout:.0f} ms in this process", flush=True)
     print(f"[bench] compute-bound limit on {cores} cores: {limit:.0f} steps/s; "
           f"end to end reaches {100 * d / limit:.0f}% of it", flush=True)
     return {"env": a, "inference": b, "learner": c, "end_to_end": d, "limit": limit, "cores": cores,
