@@ -258,7 +258,10 @@ def test_bench_measures_every_stage(tmp_path, capsys, learner):
     assert "(d) end to end" in out and "compute-bound limit" in out
     cycle = figures["update_cycle"]
     assert cycle["updates"] >= 1 and cycle["update_s"] > 0 and cycle["wait_s"] >= 0
+    # the parts of the cycle: making the batch within the update, the rollout within the wait
+    assert 0 < cycle["batch_s"] < cycle["update_s"] and cycle["rollout_s"] > 0
     assert "learner busy" in out and ("lock-step" in out) == (learner == "ppo")
+    assert "inside the runner" in out and "in this process" in out
 
 
 def test_unroll_queue_parks_runners_while_two_batches_wait():
