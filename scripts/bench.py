@@ -246,7 +246,8 @@ def run_bench(config_path: str, overrides: list[str], seconds: float = 20.0,
               f"{1e3 * cycle['wait_s']:.0f} ms"
               f"{' (the runners acting: lock-step)' if cfg.learner.lock_step else ''}",
               flush=True)
-        print(f"[bench]     of which: the learner making the batch {1e3 * cycle['batch_s']:.0f} ms; "
+        print(f"[bench]     of which: the learner making the batch "
+              f"{1e3 * cycle['batch_s']:.0f} ms; "
               f"a runner's unroll {1e3 * cycle['rollout_s']:.0f} ms inside the runner, "
               f"{1e3 * rollout:.0f} ms in this process", flush=True)
     print(f"[bench] compute-bound limit on {cores} cores: {limit:.0f} steps/s; "
