@@ -5,7 +5,8 @@
 (c) learner update steps/s alone (fwd + bwd + optimizer on batches of the configured
     shape, 1 thread; PPO counts each collected step once, whatever its epochs);
 (d) end-to-end training steps/s (``mira train`` itself for a fixed time), and where an
-    update's cycle goes in it: the learner busy, and waiting for a batch.
+    update's cycle goes in it: the learner busy (of which making the batch), and waiting for
+    a batch, beside a runner's unroll timed inside the runner and in bench's own process.
 
 (a)-(c) are measured on one core each, so ``1/a + 1/b + 1/c`` is the core-seconds one
 agent step costs; with ``N`` cores the compute-bound limit is ``N / (1/a + 1/b + 1/c)``
