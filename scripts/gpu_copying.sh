@@ -3,7 +3,7 @@
 #
 # Needs only PyTorch (no Ray, gymnasium or ale-py), so it runs on a bare GPU image. From the
 # repository root:
-#   OUT=some/folder [MINUTES=8] bash scripts/gpu_copying.sh [EARLIER]
+#   OUT=some/folder [MINUTES=8] [STEPS=30000] bash scripts/gpu_copying.sh [EARLIER]
 # Each run trains on CUDA for at most MINUTES, then gets a Ctrl-C (SIGINT) and stops the usual
 # way, with a checkpoint at a step boundary; checkpoints, curves and logs are in $OUT/copying.
 # EARLIER, the $OUT/copying folder of an earlier call, is copied in first (over what $OUT
@@ -13,6 +13,7 @@
 set -u
 OUT=${OUT:-gpu_copying}
 MINUTES=${MINUTES:-8}
+STEPS=${STEPS:-30000}  # the extension's 30,000 steps (the first arm ran 15000)
 DEVICE=${DEVICE:-cuda}  # DEVICE=cpu MINUTES=0.2 tries the script itself where there is no GPU
 dir="$OUT/copying"
 mkdir -p "$dir"
@@ -30,10 +31,10 @@ start=$(date +%s)
 trap 'kill -INT $(jobs -p) 2>/dev/null; wait' INT TERM
 for seed in 0 1 2; do
   timeout -k 2m -s INT "${MINUTES}m" python3 -m scripts.papers.copying --cores lstm \
-      --hidden 256 --embed 256 --steps 15000 --seed "$seed" --device "$DEVICE" --out "$dir" \
+      --hidden 256 --embed 256 --steps "$STEPS" --seed "$seed" --device "$DEVICE" --out "$dir" \
       > "$dir/lstm-$seed.log" 2>&1 &
   timeout -k 2m -s INT "${MINUTES}m" python3 -m scripts.papers.copying --cores rims \
-      --hidden 252 --embed 256 --steps 15000 --seed "$seed" --device "$DEVICE" --out "$dir" \
+      --hidden 252 --embed 256 --steps "$STEPS" --seed "$seed" --device "$DEVICE" --out "$dir" \
       > "$dir/rims-$seed.log" 2>&1 &
 done
 wait
