@@ -114,21 +114,37 @@ def betting_cs(x: np.ndarray, alpha: float = 0.05, grid: int = GRID, c: float = 
     return Sequence(estimate, low, high)
 
 
+def difference_observations(a: np.ndarray, b: np.ndarray,
+                            bounds: tuple[float, float]) -> np.ndarray:
+    """Paired differences ``a - b`` of scores clipped to ``bounds``, rescaled to [0, 1].
+
+    ``a - b`` lies in ``[-(hi - lo), hi - lo]`` and maps to ``x = (d / (hi - lo) + 1) / 2``:
+    no difference is ``x = 1/2``.
+    """
+    lo, hi = bounds
+    if not hi > lo:
+        raise ValueError(f"bounds must be (low, high) with low < high, got {bounds}")
+    d = np.clip(a, lo, hi) - np.clip(b, lo, hi)
+    return (d / (hi - lo) + 1.0) / 2.0
+
+
+def win_observations(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Each paired seed's win indicator: 1 (``a > b``), 1/2 (a tie) or 0; no bounds needed."""
+    a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
+    return (a > b) + 0.5 * (a == b)
+
+
 def paired_difference_cs(a: np.ndarray, b: np.ndarray, bounds: tuple[float, float],
                          alpha: float = 0.05, grid: int = GRID) -> Sequence:
     """Confidence sequence for the mean paired difference ``a - b`` of scores in ``bounds``.
 
     ``a``, ``b``: [..., T] scores of two variants at the same seeds, in seed order; each is
-    clipped to ``bounds = (lo, hi)``, so ``a - b`` lies in ``[-(hi - lo), hi - lo]`` and is
-    rescaled to [0, 1] by ``x = (d / (hi - lo) + 1) / 2``. The sequence is mapped back to
-    differences in the scores' units.
+    clipped to ``bounds = (lo, hi)`` and the differences rescaled to [0, 1]
+    (``difference_observations``). The sequence is mapped back to differences in the scores'
+    units.
     """
-    lo, hi = bounds
-    if not hi > lo:
-        raise ValueError(f"bounds must be (low, high) with low < high, got {bounds}")
-    span = hi - lo
-    d = np.clip(a, lo, hi) - np.clip(b, lo, hi)
-    cs = betting_cs((d / span + 1.0) / 2.0, alpha, grid)
+    span = bounds[1] - bounds[0]
+    cs = betting_cs(difference_observations(a, b, bounds), alpha, grid)
     back = lambda v: (2.0 * v - 1.0) * span  # noqa: E731
     return Sequence(back(cs.estimate), back(cs.low), back(cs.high))
 
@@ -139,5 +155,25 @@ def win_rate_cs(a: np.ndarray, b: np.ndarray, alpha: float = 0.05,
 
     Each seed contributes the win indicator 1, 1/2 (a tie) or 0; no bounds are needed.
     """
-    a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
-    return betting_cs((a > b) + 0.5 * (a == b), alpha, grid)
+    return betting_cs(win_observations(a, b), alpha, grid)
+
+
+def can_still_exclude(x: np.ndarray, remaining: int, alpha: float = 0.05,
+                      grid: int = GRID) -> bool:
+    """Whether ``remaining`` more observations could make the sequence exclude 1/2.
+
+    ``x``: the observations so far ([T] in [0, 1], T may be 0). Tried with the outcomes that
+    push hardest from 1/2, every remaining observation at 1 and every one at 0: if neither
+    excludes 1/2 by the last of them, no outcome of the observations left is taken to. The
+    interval is a running intersection, so its last look is its narrowest. Used by a
+    compare's ``settled`` rule to stop adding seeds to a pair no declared seed can decide.
+    """
+    x = np.asarray(x, dtype=np.float64).reshape(-1)
+    for value in (0.0, 1.0):
+        path = np.concatenate([x, np.full(max(remaining, 0), value)])
+        if path.size == 0:
+            continue
+        cs = betting_cs(path, alpha, grid)
+        if cs.low[-1] > 0.5 or cs.high[-1] < 0.5:
+            return True
+    return False

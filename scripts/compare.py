@@ -140,7 +140,7 @@ def run_compare(path: str, dry_run: bool = False, max_concurrent: int | None = N
             at = f"  (at {behind[t.slug]:,})" if status[t.slug] == "resume" else ""
             say(f"  {t.slug:40s} {status[t.slug]:7s} {t.cfg.run.total_frames:>12,} frames  "
                 f"{Path(t.base).name}{at}")
-        say(progress_line(trials, status, behind, spec.plan.stop == "decided"))
+        say(progress_line(trials, status, behind, spec.plan.stop in plan_mod.SEQUENTIAL))
         for line in schedule_notes(trials, status):
             say(line)
         for v, m in {t.variant: t.matched for t in trials if t.matched}.items():
@@ -178,31 +178,36 @@ def run_compare(path: str, dry_run: bool = False, max_concurrent: int | None = N
         with_work = [s for s in spec.seeds
                      if any(needs_work(j) for j in jobs if seed_of[j["slug"]] == s)]
         waiting = set(with_work[next_seeds:]) if next_seeds is not None else set()
-        # "decided": one seed at a time (every variant's trial at that seed), and no further
-        # seed once every primary interval excludes "no difference".
+        # "decided" and "settled": one seed at a time (every variant's trial at that seed), and
+        # no further seed once every primary interval excludes "no difference" (settled: or
+        # cannot exclude it whatever the seeds left bring).
         groups = ([[j for j in jobs if seed_of[j["slug"]] == seed] for seed in spec.seeds]
-                  if spec.plan.stop == "decided"
+                  if spec.plan.stop in plan_mod.SEQUENTIAL
                   else [[j for j in jobs if seed_of[j["slug"]] not in waiting]])
         results, failed = {}, {}
         for i, group in enumerate(groups):
-            if spec.plan.stop == "decided" and spec.seeds[i] in waiting:
+            if spec.plan.stop in plan_mod.SEQUENTIAL and spec.seeds[i] in waiting:
                 break  # the look after the last seed that ran has written the report
             todo = [j for j in group if needs_work(j)]
             ran, lost = run_jobs(todo)
             results.update(ran)
             failed.update(lost)
-            if spec.plan.stop != "decided":
+            if spec.plan.stop not in plan_mod.SEQUENTIAL:
                 continue
             # the look after seed i reads seeds 0..i alone: run again on a study decided
             # earlier, it decides at the same seed, and no later seed is read before its look
             looked = [t for t in trials if t.seed in spec.seeds[: i + 1] and t.slug not in failed]
             intervals = primary_now(spec, looked)
-            if plan_mod.decided(intervals):
+            if plan_mod.stops(spec.plan.stop, intervals):
                 for j in (j for g in groups[i + 1:] for j in g if needs_work(j)):
                     status[j["slug"]] = "not needed"
                 if not quiet and i + 1 < len(groups):
-                    say(f"decided after {i + 1} seed(s): every primary interval excludes "
-                        f"{intervals[0]['null']:g} (no difference); the other seeds do not run")
+                    null = f"{intervals[0]['null']:g} (no difference)"
+                    say(f"decided after {i + 1} seed(s): every primary interval excludes {null}"
+                        if plan_mod.decided(intervals) else
+                        f"settled after {i + 1} seed(s): every primary interval excludes {null} "
+                        "or cannot within the declared seeds")
+                    say("  the other seeds do not run")
                 break
             # the rule's look after each seed, with its report; a seed that had nothing to run
             # (finished before this run) brings no new data, so no new look
@@ -222,7 +227,7 @@ def run_compare(path: str, dry_run: bool = False, max_concurrent: int | None = N
                 say(f"ran the next {next_seeds} seed(s) with work left; seed(s) "
                     f"{', '.join(str(s) for s in sorted(waiting, key=spec.seeds.index))} wait: "
                     "the same command continues from them")
-            if spec.plan.stop != "decided":
+            if spec.plan.stop not in plan_mod.SEQUENTIAL:
                 now = {t.slug: trial_state(t.dir, t.cfg.run.total_frames) for t in trials}
                 _partial_report(spec, trials, out_dir, now, quiet, failed)
             return {"out": str(out_dir), "trials": status, "failed": failed, "results": None}

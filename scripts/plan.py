@@ -10,7 +10,8 @@ the compare is for and how they are judged::
       aggregate: mean    # one number per trial over its tasks: mean, median or iqm
       statistic: difference   # difference: mean paired difference; win: P(a beats b at a seed)
       bounds: [-10, 110] # a trial's score is clipped to this range (difference only)
-      stop: all seeds    # or "decided": stop adding seeds once every pair's interval excludes 0
+      stop: all seeds    # or "decided": stop adding seeds once every pair's interval excludes 0;
+                         # or "settled": also once a pair cannot exclude it within the seeds left
       alpha: 0.05        # over all pairs together (each pair gets alpha / number of pairs)
 
 The compare's ``seeds`` and its trials' ``run.total_frames`` belong to the plan too (``plan.seeds``
@@ -37,7 +38,8 @@ import numpy as np
 from envs import sequential as sq
 from learners.config import ConfigError
 
-STOPS = ("all seeds", "decided")
+STOPS = ("all seeds", "decided", "settled")
+SEQUENTIAL = ("decided", "settled")  # rules read after each seed, one seed at a time
 SCORES = ("eval", "train")
 TRIAL_AGGREGATES = ("mean", "median", "iqm")
 STATISTICS = ("difference", "win")
@@ -52,7 +54,7 @@ class PlanSpec:
     aggregate: str = "mean"  # a trial's score over its tasks: mean, median or iqm
     statistic: str = "difference"  # difference (needs bounds) or win
     bounds: list = field(default_factory=list)  # [low, high] that a trial's score is clipped to
-    stop: str = "all seeds"  # all seeds, or decided (every primary interval excludes 0)
+    stop: str = "all seeds"  # all seeds, decided (every primary interval excludes 0) or settled
     alpha: float = 0.05  # family-wise error over the primary pairs
     seeds: int = 0  # if given: the number of seeds the compare lists
     frames: float = 0  # if given: every trial's run.total_frames
@@ -81,8 +83,9 @@ def check(plan: PlanSpec, variants: list[str], seeds: list[int], frames: dict,
                               f"got {value!r}")
     if not 0.0 < plan.alpha < 1.0:
         raise ConfigError(f"plan.alpha must be in (0, 1), got {plan.alpha}")
-    if plan.stop == "decided" and not plan.pairs:
-        raise ConfigError("plan.stop 'decided' cannot be evaluated: the plan declares no pairs")
+    if plan.stop in SEQUENTIAL and not plan.pairs:
+        raise ConfigError(f"plan.stop {plan.stop!r} cannot be evaluated: the plan declares no "
+                          "pairs")
     if plan.pairs and plan.score == "eval" and episodes <= 0:
         raise ConfigError("plan.score 'eval' needs the final evaluation: set evaluate.episodes "
                           "above 0, or use plan.score 'train'")
@@ -255,6 +258,9 @@ def primary_intervals(plan: PlanSpec, scores: dict, seeds: list[int]) -> list[di
     ``scores``: variant -> {seed: trial score}; ``seeds``: the compare's seed order, which is
     the order the sequence takes its observations in. Each pair's level is ``1 - alpha / k``
     (Bonferroni over the k pairs). "No difference" is 0 for ``difference`` and 1/2 for ``win``.
+    ``seeds_left``: the compare's seeds the pair does not have yet; ``undecidable``: the
+    interval includes no difference and would still include it whatever those seeds brought
+    (``sq.can_still_exclude``), so only more seeds than declared could decide the pair.
     """
     out, k = [], max(len(plan.pairs), 1)
     null = 0.0 if plan.statistic == "difference" else 0.5
@@ -264,7 +270,9 @@ def primary_intervals(plan: PlanSpec, scores: dict, seeds: list[int]) -> list[di
                "statistic": plan.statistic, "score": plan.score, "aggregate": plan.aggregate,
                "null": null, "estimate": None, "low": None,
                "high": None, "excludes_null": False, "clipped": 0,
+               "seeds_left": len(seeds) - len(both),
                "scores": [[scores[a][s], scores[b][s]] for s in both]}
+        x_obs = np.zeros(0)
         if both:
             x = np.array([scores[a][s] for s in both])
             y = np.array([scores[b][s] for s in both])
@@ -273,11 +281,15 @@ def primary_intervals(plan: PlanSpec, scores: dict, seeds: list[int]) -> list[di
                 row["clipped"] = int(np.sum((x < lo) | (x > hi)) + np.sum((y < lo) | (y > hi)))
                 row["bounds"] = [lo, hi]  # the plan's now, which a dated change may have moved
                 cs = sq.paired_difference_cs(x, y, (lo, hi), plan.alpha / k)
+                x_obs = sq.difference_observations(x, y, (lo, hi))
             else:
                 cs = sq.win_rate_cs(x, y, plan.alpha / k)
+                x_obs = sq.win_observations(x, y)
             row.update(estimate=float(cs.estimate[-1]), low=float(cs.low[-1]),
                        high=float(cs.high[-1]),
                        excludes_null=bool(cs.low[-1] > null or cs.high[-1] < null))
+        row["undecidable"] = not row["excludes_null"] and not sq.can_still_exclude(
+            x_obs, row["seeds_left"], plan.alpha / k)
         out.append(row)
     return out
 
@@ -287,12 +299,30 @@ def decided(intervals: list[dict]) -> bool:
     return bool(intervals) and all(r["excludes_null"] for r in intervals)
 
 
+def settled(intervals: list[dict]) -> bool:
+    """The ``settled`` rule: every primary pair is decided, or undecidable within its seeds."""
+    return bool(intervals) and all(r["excludes_null"] or r.get("undecidable")
+                                   for r in intervals)
+
+
+def stops(rule: str, intervals: list[dict]) -> bool:
+    """Whether the plan's sequential ``rule`` (``SEQUENTIAL``) ends the compare at this look."""
+    return settled(intervals) if rule == "settled" else decided(intervals)
+
+
+def _undecidable(r: dict) -> str:
+    """The words for a pair that no outcome of its seeds left could decide, if it is one."""
+    return (f"; cannot exclude {r['null']:g} within the declared seeds, whatever the "
+            f"{r['seeds_left']} left bring" if r.get("undecidable") and r["seeds_left"] else "")
+
+
 def interval_lines(intervals: list[dict]) -> list[str]:
     """One console line per primary pair: its estimate and interval, decided or not."""
     return [f"  {r['pair'][0]} vs {r['pair'][1]}: {r['statistic']} "
             + (f"{r['estimate']:.3g} [{r['low']:.3g}, {r['high']:.3g}] over {len(r['seeds'])} "
                f"seed(s), {'excludes' if r['excludes_null'] else 'includes'} {r['null']:g}"
-               + _clipped(r) if r["estimate"] is not None else "no paired seed yet")
+               + _undecidable(r) + _clipped(r) if r["estimate"] is not None
+               else "no paired seed yet")
             for r in intervals]
 
 
@@ -374,6 +404,15 @@ def markdown(res: dict) -> list[str]:
         done = sum(r["excludes_null"] for r in primary)
         verdict = (f"Not decided: {done} of {k} primary intervals exclude {null}; the study is "
                    "decided when all do. An interval that excludes it stays so at later looks.")
+        stuck = [r for r in primary if r.get("undecidable") and r["seeds_left"]]
+        latest = state["changes"][-1]["record"] if state["changes"] else p  # the plan now
+        if stuck:
+            verdict += (" " + "; ".join(f"{r['pair'][0]} vs {r['pair'][1]}" for r in stuck)
+                        + f" cannot exclude {primary[0]['null']:g} within the declared seeds: "
+                        "even if every seed left went to one side, the interval would still "
+                        "hold it" + (", which ends the compare under its rule (stop: settled)."
+                                     if settled(primary) and latest["stop"] == "settled"
+                                     else "."))
     lines += ["", verdict, ""]
     lines += [f"- {r['pair'][0]} vs {r['pair'][1]}: {r['clipped']} of {2 * len(r['seeds'])} "
               f"scores lay outside plan.bounds {r['bounds']} and were clipped to them; clipping "

@@ -316,6 +316,31 @@ def test_a_decided_study_run_again_decides_at_the_same_seed_and_reports_every_tr
         assert primary["seeds"] == list(range(10)) and primary["low"] > 0
 
 
+def test_settled_rule_stops_once_no_declared_seed_can_decide_the_pair(tmp_path, capsys):
+    # Twenty seeds declared, eight finished (rebuilt from a table): the first variant won at
+    # W L L L W W W L. After the eighth look not even twelve straight wins could exclude 1/2,
+    # so `settled` runs no further seed; `decided` would go on to the twentieth.
+    columns = ["variant", "seed", "frames", "task", "score", "train_return"]
+    wins = [1, 0, 0, 0, 1, 1, 1, 0]
+    table = ",".join(columns) + "\n" + "".join(
+        f"hidden-size-{w},{seed},400,MiniGrid-Empty-5x5-v0,{r},{r}\n"
+        for seed, won in enumerate(wins) for w, r in ((16, 0.5), (32, 0.1 + 0.8 * won)))
+    (tmp_path / "tiny.csv").write_text(table)
+    path = write_compare(tmp_path, seeds=list(range(20)), keep=str(tmp_path / "kept"),
+                         csv={"path": str(tmp_path / "tiny.csv"),
+                              "columns": {c: c for c in columns}},
+                         plan={"pairs": [["hidden-size-32", "hidden-size-16"]], "score": "train",
+                               "statistic": "win", "stop": "settled"})
+    result = run_compare(str(path))
+    assert "settled after 8 seed(s)" in capsys.readouterr().err
+    later = {s for s, v in result["trials"].items() if v == "not needed"}
+    assert later == {f"hidden-size-{w}-seed{k}" for w in (16, 32) for k in range(8, 20)}
+    (primary,) = result["results"]["primary"]
+    assert primary["undecidable"] and primary["seeds_left"] == 12
+    assert "which ends the compare under its rule (stop: settled)" in (
+        Path(result["out"]) / "report.md").read_text()
+
+
 @pytest.mark.ray
 def test_decided_rule_looks_after_each_seed_with_a_report(tmp_path, ray_local, capsys):
     # One seed at a time; after each (but the last) the console gives every primary interval
@@ -465,7 +490,9 @@ def test_explicit_variants_cross_the_matrix_and_carry_their_options(tmp_path):
     ({"pairs": [["hidden-size-32", "hidden-size-64"]]},
      "plan.pairs[0]: unknown variant 'hidden-size-64'; variants: hidden-size-16, hidden-size-32"),
     ({"pairs": [], "stop": "decided"}, "plan.stop 'decided' cannot be evaluated"),
-    ({"stop": "when it looks good"}, "plan.stop must be one of 'all seeds', 'decided'"),
+    ({"pairs": [], "stop": "settled"}, "plan.stop 'settled' cannot be evaluated"),
+    ({"stop": "when it looks good"},
+     "plan.stop must be one of 'all seeds', 'decided', 'settled', got 'when it looks good'"),
     ({"pairs": [["hidden-size-32", "hidden-size-16"]], "bounds": []}, "plan.bounds must be"),
     ({"pairs": [["hidden-size-32", "hidden-size-16"]], "bounds": [0, 1], "seeds": 5},
      "plan.seeds is 5 but the compare lists 2 seeds"),

@@ -162,3 +162,33 @@ def test_an_edit_to_the_preset_a_variant_builds_on_is_a_dated_change(tmp_path):
     text = "\n".join(plan_mod.markdown({"plan": state, "primary": []}))
     assert "**Unplanned looks**" in text and "learner.optimizer.lr" in text
     assert f"on record from {since}" in text
+
+
+def test_a_pair_no_seed_left_can_decide_is_undecidable_and_settles_the_study(tmp_path):
+    # 20 declared seeds; a won at 4 of the first 8 (W L L L W W W L): even 12 straight wins
+    # leave 1/2 inside the interval, so the pair is undecidable; the decided pair is not.
+    plan = plan_mod.PlanSpec(pairs=[["a", "b"], ["c", "b"]], statistic="win", stop="settled")
+    wins = [1, 0, 0, 0, 1, 1, 1, 0]
+    scores = {"a": {s: 5.0 + w for s, w in enumerate(wins)}, "b": {s: 5.5 for s in range(12)},
+              "c": {s: 9.0 for s in range(12)}}
+    ab, cb = plan_mod.primary_intervals(plan, scores, list(range(20)))
+    assert ab["seeds_left"] == 12 and ab["undecidable"] and not ab["excludes_null"]
+    assert cb["excludes_null"] and not cb["undecidable"]
+    assert plan_mod.settled([ab, cb]) and not plan_mod.decided([ab, cb])
+    assert plan_mod.stops("settled", [ab, cb]) and not plan_mod.stops("decided", [ab, cb])
+    assert "cannot exclude 0.5 within the declared seeds, whatever the 12 left bring" in (
+        plan_mod.interval_lines([ab])[0])
+    state = plan_mod.register(tmp_path, plan_mod.record(plan, list(range(20)),
+                                                        {"a": 1, "b": 1, "c": 1}, 30))
+    text = "\n".join(plan_mod.markdown({"plan": state, "primary": [ab, cb]}))
+    assert "a vs b cannot exclude 0.5 within the declared seeds" in text
+    assert "which ends the compare under its rule (stop: settled)" in text
+    # one seed fewer in the plan's reach: seven seeds in, the pair can still be decided
+    early = {v: {s: x for s, x in col.items() if s < 7} for v, col in scores.items()}
+    ab7, _ = plan_mod.primary_intervals(plan, early, list(range(20)))
+    assert not ab7["undecidable"] and not plan_mod.settled([ab7])
+    # every declared seed in: nothing left to run, and no words about seeds left
+    full = plan_mod.PlanSpec(pairs=[["a", "b"]], statistic="win")
+    (done,) = plan_mod.primary_intervals(full, scores, list(range(8)))
+    assert done["undecidable"] and done["seeds_left"] == 0
+    assert "cannot exclude" not in plan_mod.interval_lines([done])[0]

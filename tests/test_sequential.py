@@ -123,3 +123,24 @@ def test_paired_difference_and_win_rate_map_back_to_their_units():
     np.testing.assert_allclose(cs.high, 40.0 * unit.high - 20.0)
     win = sq.win_rate_cs(a, b)
     assert win.estimate.tolist() == [1.0, 0.75, 0.5, 0.625]
+
+
+def test_can_still_exclude_agrees_with_every_outcome_of_the_seeds_left():
+    # Every win/loss sequence of the seeds left, run through the interval: a pair is called
+    # undecidable exactly when none of them excludes 1/2 (the two extremes are the test's
+    # shortcut, the enumeration its reference).
+    import itertools
+
+    alpha, left = 0.025, 6
+    for start in ([1, 0, 0, 0, 1, 1, 1, 0, 1, 1], [1, 1, 1, 1, 1, 1, 0, 1], [0.5, 1, 0, 1]):
+        x = np.array(start, dtype=float)
+        reachable = any(
+            (lambda cs: cs.low[-1] > 0.5 or cs.high[-1] < 0.5)(
+                sq.betting_cs(np.concatenate([x, np.array(rest, float)]), alpha))
+            for rest in itertools.product((0.0, 0.5, 1.0), repeat=left))
+        assert sq.can_still_exclude(x, left, alpha) == reachable, start
+    # the heads study's learnt-vs-linear wins: after its fourth loss at the eighth seed, not
+    # even twelve straight wins would exclude 1/2 at alpha 0.025
+    wins = np.array([1, 0, 0, 0, 1, 1, 1, 0], float)
+    assert sq.can_still_exclude(wins[:7], 13, 0.025) and not sq.can_still_exclude(wins, 12, 0.025)
+    assert not sq.can_still_exclude(np.zeros(0), 0) and sq.can_still_exclude(np.zeros(0), 20)
