@@ -128,6 +128,12 @@ def difference_observations(a: np.ndarray, b: np.ndarray,
     return (d / (hi - lo) + 1.0) / 2.0
 
 
+def seeds_needed(alpha: float, most: int = 1000) -> int:
+    """The fewest observations after which the sequence can exclude 1/2 (all at one end)."""
+    return next((n for n in range(1, most + 1) if can_still_exclude(np.zeros(0), n, alpha)),
+                most + 1)
+
+
 def win_observations(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """Each paired seed's win indicator: 1 (``a > b``), 1/2 (a tie) or 0; no bounds needed."""
     a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
@@ -164,9 +170,13 @@ def can_still_exclude(x: np.ndarray, remaining: int, alpha: float = 0.05,
 
     ``x``: the observations so far ([T] in [0, 1], T may be 0). Tried with the outcomes that
     push hardest from 1/2, every remaining observation at 1 and every one at 0: if neither
-    excludes 1/2 by the last of them, no outcome of the observations left is taken to. The
-    interval is a running intersection, so its last look is its narrowest. Used by a
-    compare's ``settled`` rule to stop adding seeds to a pair no declared seed can decide.
+    excludes 1/2 by the last of them, no outcome of the observations left is taken to. That
+    the two extremes are the most favourable paths is checked numerically, not proven (a
+    higher observation also raises the running variance that later bets shrink by):
+    ``tests/test_sequential.py`` compares them with every outcome in {0, 1/2, 1} of a few
+    seeds left. The interval is a running intersection, so its last look is its narrowest.
+    Used by a compare's ``settled`` rule to stop adding seeds to a pair no declared seed can
+    decide.
     """
     x = np.asarray(x, dtype=np.float64).reshape(-1)
     for value in (0.0, 1.0):

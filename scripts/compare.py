@@ -202,6 +202,8 @@ def run_compare(path: str, dry_run: bool = False, max_concurrent: int | None = N
                 for j in (j for g in groups[i + 1:] for j in g if needs_work(j)):
                     status[j["slug"]] = "not needed"
                 if not quiet and i + 1 < len(groups):
+                    for line in plan_mod.interval_lines(intervals):
+                        say(line)
                     null = f"{intervals[0]['null']:g} (no difference)"
                     say(f"decided after {i + 1} seed(s): every primary interval excludes {null}"
                         if plan_mod.decided(intervals) else

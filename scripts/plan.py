@@ -86,6 +86,13 @@ def check(plan: PlanSpec, variants: list[str], seeds: list[int], frames: dict,
     if plan.stop in SEQUENTIAL and not plan.pairs:
         raise ConfigError(f"plan.stop {plan.stop!r} cannot be evaluated: the plan declares no "
                           "pairs")
+    if plan.stop == "settled" and plan.pairs:
+        need = sq.seeds_needed(plan.alpha / len(plan.pairs))
+        if need > len(seeds):
+            raise ConfigError(f"plan.stop 'settled' with {len(seeds)} seed(s): no pair can "
+                              f"exclude no difference at alpha {plan.alpha:g}/{len(plan.pairs)} "
+                              f"before {need} seeds even if every seed goes one way, so the rule "
+                              "would stop after the first; list more seeds")
     if plan.pairs and plan.score == "eval" and episodes <= 0:
         raise ConfigError("plan.score 'eval' needs the final evaluation: set evaluate.episodes "
                           "above 0, or use plan.score 'train'")
@@ -270,6 +277,9 @@ def primary_intervals(plan: PlanSpec, scores: dict, seeds: list[int]) -> list[di
                "statistic": plan.statistic, "score": plan.score, "aggregate": plan.aggregate,
                "null": null, "estimate": None, "low": None,
                "high": None, "excludes_null": False, "clipped": 0,
+               # a seed the pair lacks (not run, or a failed trial) counts as still to come;
+               # a rerun puts it back in seed order, where can_still_exclude appends it: an
+               # approximation that only ever stops later, never makes an interval invalid
                "seeds_left": len(seeds) - len(both),
                "scores": [[scores[a][s], scores[b][s]] for s in both]}
         x_obs = np.zeros(0)

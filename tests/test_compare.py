@@ -332,7 +332,10 @@ def test_settled_rule_stops_once_no_declared_seed_can_decide_the_pair(tmp_path, 
                          plan={"pairs": [["hidden-size-32", "hidden-size-16"]], "score": "train",
                                "statistic": "win", "stop": "settled"})
     result = run_compare(str(path))
-    assert "settled after 8 seed(s)" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "settled after 8 seed(s)" in err
+    assert ("over 8 seed(s), includes 0.5; cannot exclude 0.5 within the declared seeds, "
+            "whatever the 12 left bring") in err
     later = {s for s, v in result["trials"].items() if v == "not needed"}
     assert later == {f"hidden-size-{w}-seed{k}" for w in (16, 32) for k in range(8, 20)}
     (primary,) = result["results"]["primary"]
@@ -491,6 +494,9 @@ def test_explicit_variants_cross_the_matrix_and_carry_their_options(tmp_path):
      "plan.pairs[0]: unknown variant 'hidden-size-64'; variants: hidden-size-16, hidden-size-32"),
     ({"pairs": [], "stop": "decided"}, "plan.stop 'decided' cannot be evaluated"),
     ({"pairs": [], "stop": "settled"}, "plan.stop 'settled' cannot be evaluated"),
+    ({"pairs": [["hidden-size-32", "hidden-size-16"]], "statistic": "win", "stop": "settled"},
+     "plan.stop 'settled' with 2 seed(s): no pair can exclude no difference at alpha 0.05/1 "
+     "before 7 seeds"),
     ({"stop": "when it looks good"},
      "plan.stop must be one of 'all seeds', 'decided', 'settled', got 'when it looks good'"),
     ({"pairs": [["hidden-size-32", "hidden-size-16"]], "bounds": []}, "plan.bounds must be"),

@@ -178,11 +178,17 @@ def test_a_pair_no_seed_left_can_decide_is_undecidable_and_settles_the_study(tmp
     assert plan_mod.stops("settled", [ab, cb]) and not plan_mod.stops("decided", [ab, cb])
     assert "cannot exclude 0.5 within the declared seeds, whatever the 12 left bring" in (
         plan_mod.interval_lines([ab])[0])
-    state = plan_mod.register(tmp_path, plan_mod.record(plan, list(range(20)),
-                                                        {"a": 1, "b": 1, "c": 1}, 30))
+    # declared `decided`, changed to `settled`: the verdict reads the plan as it is now
+    first = plan_mod.PlanSpec(pairs=[["a", "b"], ["c", "b"]], statistic="win", stop="decided")
+    kept = {"a": 1, "b": 1, "c": 1}
+    state = plan_mod.register(tmp_path, plan_mod.record(first, list(range(20)), kept, 30))
     text = "\n".join(plan_mod.markdown({"plan": state, "primary": [ab, cb]}))
     assert "a vs b cannot exclude 0.5 within the declared seeds" in text
+    assert "which ends the compare" not in text  # the `decided` rule goes on
+    state = plan_mod.register(tmp_path, plan_mod.record(plan, list(range(20)), kept, 30))
+    text = "\n".join(plan_mod.markdown({"plan": state, "primary": [ab, cb]}))
     assert "which ends the compare under its rule (stop: settled)" in text
+    assert "stop: 'decided' -> 'settled'" in text
     # one seed fewer in the plan's reach: seven seeds in, the pair can still be decided
     early = {v: {s: x for s, x in col.items() if s < 7} for v, col in scores.items()}
     ab7, _ = plan_mod.primary_intervals(plan, early, list(range(20)))

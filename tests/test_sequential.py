@@ -132,7 +132,9 @@ def test_can_still_exclude_agrees_with_every_outcome_of_the_seeds_left():
     import itertools
 
     alpha, left = 0.025, 6
-    for start in ([1, 0, 0, 0, 1, 1, 1, 0, 1, 1], [1, 1, 1, 1, 1, 1, 0, 1], [0.5, 1, 0, 1]):
+    starts = ([1, 0, 0, 0, 1, 1, 1, 0, 1, 1], [1, 1, 1, 1, 1, 1, 0, 1], [0.5, 1, 0, 1],
+              [0, 0, 0, 0, 0, 0, 1, 0], [1, 0, 1, 1, 1], [0, 1, 0, 0, 0])
+    for start in starts:
         x = np.array(start, dtype=float)
         reachable = any(
             (lambda cs: cs.low[-1] > 0.5 or cs.high[-1] < 0.5)(
@@ -144,3 +146,11 @@ def test_can_still_exclude_agrees_with_every_outcome_of_the_seeds_left():
     wins = np.array([1, 0, 0, 0, 1, 1, 1, 0], float)
     assert sq.can_still_exclude(wins[:7], 13, 0.025) and not sq.can_still_exclude(wins, 12, 0.025)
     assert not sq.can_still_exclude(np.zeros(0), 0) and sq.can_still_exclude(np.zeros(0), 20)
+    # the other side: the same record with the roles swapped needs the all-losses path
+    assert sq.can_still_exclude(1 - wins[:7], 13, 0.025)
+    assert not sq.can_still_exclude(1 - wins, 12, 0.025)
+    # the count of seeds left matters to the seed: 1/2 can first be excluded after 8
+    # observations at alpha 0.025, so 7 left cannot and 8 can
+    assert not sq.can_still_exclude(np.zeros(0), 7, 0.025)
+    assert sq.can_still_exclude(np.zeros(0), 8, 0.025) and sq.seeds_needed(0.025) == 8
+    assert sq.seeds_needed(0.05) == 7
