@@ -128,12 +128,6 @@ def difference_observations(a: np.ndarray, b: np.ndarray,
     return (d / (hi - lo) + 1.0) / 2.0
 
 
-def seeds_needed(alpha: float, most: int = 1000) -> int:
-    """The fewest observations after which the sequence can exclude 1/2 (all at one end)."""
-    return next((n for n in range(1, most + 1) if can_still_exclude(np.zeros(0), n, alpha)),
-                most + 1)
-
-
 def win_observations(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """Each paired seed's win indicator: 1 (``a > b``), 1/2 (a tie) or 0; no bounds needed."""
     a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
@@ -187,3 +181,9 @@ def can_still_exclude(x: np.ndarray, remaining: int, alpha: float = 0.05,
         if cs.low[-1] > 0.5 or cs.high[-1] < 0.5:
             return True
     return False
+
+
+def seeds_needed(alpha: float, most: int = 1000) -> int:
+    """The fewest observations after which the sequence can exclude 1/2 (all at one end)."""
+    return next((n for n in range(1, most + 1) if can_still_exclude(np.zeros(0), n, alpha)),
+                most + 1)

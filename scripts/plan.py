@@ -277,9 +277,10 @@ def primary_intervals(plan: PlanSpec, scores: dict, seeds: list[int]) -> list[di
                "statistic": plan.statistic, "score": plan.score, "aggregate": plan.aggregate,
                "null": null, "estimate": None, "low": None,
                "high": None, "excludes_null": False, "clipped": 0,
-               # a seed the pair lacks (not run, or a failed trial) counts as still to come;
-               # a rerun puts it back in seed order, where can_still_exclude appends it: an
-               # approximation that only ever stops later, never makes an interval invalid
+               # a seed the pair lacks (not run, or a failed trial) counts as still to come, so
+               # the rule errs towards going on; can_still_exclude appends such seeds where a
+               # rerun puts them back in seed order, so for them the check is approximate (a
+               # stop at any look keeps every interval valid)
                "seeds_left": len(seeds) - len(both),
                "scores": [[scores[a][s], scores[b][s]] for s in both]}
         x_obs = np.zeros(0)
