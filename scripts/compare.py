@@ -141,6 +141,8 @@ def run_compare(path: str, dry_run: bool = False, max_concurrent: int | None = N
             say(f"  {t.slug:40s} {status[t.slug]:7s} {t.cfg.run.total_frames:>12,} frames  "
                 f"{Path(t.base).name}{at}")
         say(progress_line(trials, status, behind, spec.plan.stop in plan_mod.SEQUENTIAL))
+        if spec.plan.pairs:
+            say(plan_mod.reach_line(spec.plan, len(spec.seeds)))
         for line in schedule_notes(trials, status):
             say(line)
         for v, m in {t.variant: t.matched for t in trials if t.matched}.items():

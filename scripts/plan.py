@@ -321,6 +321,15 @@ def stops(rule: str, intervals: list[dict]) -> bool:
     return settled(intervals) if rule == "settled" else decided(intervals)
 
 
+def reach_line(plan: PlanSpec, seeds: int) -> str:
+    """What the declared seeds can decide at best: the line a compare prints before it runs."""
+    k = len(plan.pairs)
+    need = sq.seeds_needed(plan.alpha / k)
+    return (f"plan: {k} primary pair(s) at alpha {plan.alpha:g}/{k} each; a pair can exclude "
+            f"no difference after {need} seeds at the earliest (every seed one way); {seeds} "
+            "declared" + ("" if seeds >= need else ", too few to decide any pair"))
+
+
 def _undecidable(r: dict) -> str:
     """The words for a pair that no outcome of its seeds left could decide, if it is one."""
     return (f"; cannot exclude {r['null']:g} within the declared seeds, whatever the "

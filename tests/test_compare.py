@@ -102,6 +102,12 @@ def test_dry_run_lists_trials_and_their_run_dirs(tmp_path, capsys):
     assert [t.cfg.agent.core_options.hidden_size for t in trials] == [16, 32, 16, 32]
     assert [t.cfg.run.seed for t in trials] == [0, 0, 1, 1]
     assert trials[0].dir == out / "trials" / "hidden-size-16-seed0" and not out.exists()
+    # a plan says before anything runs how many seeds a decision needs at the earliest
+    plan = {"pairs": [["hidden-size-32", "hidden-size-16"]], "statistic": "win"}
+    assert main([str(write_compare(tmp_path, plan=plan)), "--dry-run"]) == 0
+    assert ("plan: 1 primary pair(s) at alpha 0.05/1 each; a pair can exclude no difference "
+            "after 7 seeds at the earliest (every seed one way); 2 declared, too few to decide "
+            "any pair") in capsys.readouterr().err
 
 
 def test_progress_line_counts_trial_hours_left_at_each_variants_pace(tmp_path):
