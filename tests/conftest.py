@@ -67,3 +67,16 @@ def random_batch(T: int, B: int, A: int, g) -> dict:
         "last_action": torch.zeros(T + 1, B, dtype=torch.long),
         "last_reward": torch.zeros(T + 1, B),
     }
+
+
+def tensors(tree) -> list:
+    """Every tensor in nested dicts, lists and tuples."""
+    import torch
+
+    if isinstance(tree, torch.Tensor):
+        return [tree]
+    if isinstance(tree, dict):
+        tree = list(tree.values())
+    if isinstance(tree, (list, tuple)):
+        return [t for v in tree for t in tensors(v)]
+    return []

@@ -18,6 +18,7 @@ from envs.runner import EnvRunner
 from learners.config import ConfigError
 from learners.fleet import gpu_options
 from learners.learner import Learner, resolve_device, to_cpu
+from tests.conftest import tensors
 
 
 def fake_gpus(monkeypatch, count: int) -> None:
@@ -98,17 +99,6 @@ def test_runner_and_cpu_learner_actors_see_no_gpu(ray_local, small_cfg, monkeypa
 
 
 # ------------------------------------------------------------------ what leaves the learner
-
-
-def tensors(tree) -> list[torch.Tensor]:
-    """Every tensor in nested dicts, lists and tuples."""
-    if isinstance(tree, torch.Tensor):
-        return [tree]
-    if isinstance(tree, dict):
-        tree = list(tree.values())
-    if isinstance(tree, (list, tuple)):
-        return [t for v in tree for t in tensors(v)]
-    return []
 
 
 def live_storages(learner: Learner) -> set[int]:

@@ -12,6 +12,7 @@ import torch
 from envs.runner import EnvRunner
 from learners.config import ConfigError
 from learners.learner import Learner, resolve_device
+from tests.conftest import tensors
 
 cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
 
@@ -42,17 +43,6 @@ def test_cuda_learner_update(small_cfg, mixed_precision, learner):
     state = lrn.state_dict()  # checkpoints: optimizer state too, not only the weights
     assert state["optimizer"]["state"]
     assert all(t.device.type == "cpu" for t in tensors(state))
-
-
-def tensors(tree) -> list[torch.Tensor]:
-    """Every tensor in nested dicts, lists and tuples."""
-    if isinstance(tree, torch.Tensor):
-        return [tree]
-    if isinstance(tree, dict):
-        tree = list(tree.values())
-    if isinstance(tree, (list, tuple)):
-        return [t for v in tree for t in tensors(v)]
-    return []
 
 
 # Metrics that are smooth functions of the weights and the batch (clip_frac counts ratios past
