@@ -193,30 +193,49 @@ def gpu_estimate(env: float, inference: float, gpu_learner: float,
 
 
 def run_bench(config_path: str, overrides: list[str], seconds: float = 20.0,
-              gpu_learner_rate: float | None = None) -> dict:
+              gpu_learner_rate: float | None = None, repeat: int = 1) -> dict:
     """Measure (a)-(d) for a config, ``seconds`` each, and print them as they come.
 
     Returns the four rates (steps/s), the compute-bound ``limit`` and the ``cores`` it
     assumes, the runner core's steps/s (``runner_per_core``) and the end-to-end steps/s it
     implies with a GPU learner of ``gpu_learner_rate`` steps/s (``gpu_end_to_end``, keyed by
-    runner cores; None: ``GPU_LEARNER_RATE``).
+    runner cores; None: ``GPU_LEARNER_RATE``). ``repeat``: measure (a)-(d) that many times
+    in a row, each round against its own limit, and print the spread of the share; the
+    figures returned are the last round's, with every round's share in ``shares``.
     """
     gpu_learner_rate = GPU_LEARNER_RATE if gpu_learner_rate is None else gpu_learner_rate
+    from learners.config import ConfigError, load_config
+
     if gpu_learner_rate <= 0:
-        from learners.config import ConfigError
-
         raise ConfigError(f"--gpu-learner-rate must be positive, got {gpu_learner_rate:g}")
-    from learners.config import load_config
-
+    if repeat < 1:
+        raise ConfigError(f"--repeat must be at least 1, got {repeat}")
     cfg = load_config(config_path, overrides)
+    shares = []
+    for round_ in range(repeat):
+        if repeat > 1:
+            print(f"[bench] round {round_ + 1} of {repeat}", flush=True)
+        figures = _bench_round(cfg, config_path, seconds, gpu_learner_rate, header=round_ == 0)
+        shares.append(figures["end_to_end"] / figures["limit"])
+    if repeat > 1:
+        print(f"[bench] over {repeat} rounds, each against its own limit: end to end reaches "
+              f"{100 * min(shares):.0f}-{100 * max(shares):.0f}% of it, median "
+              f"{100 * float(np.median(shares)):.0f}%", flush=True)
+    return {**figures, "shares": shares}
+
+
+def _bench_round(cfg, config_path: str, seconds: float, gpu_learner_rate: float,
+                 header: bool = True) -> dict:
+    """One measurement of (a)-(d), printed as it comes; ``run_bench``'s figures."""
     torch.set_num_threads(1)
     runner = bench_runner(cfg)
-    print(f"[bench] {config_path}: {cfg.env.suite} {runner.suite.tasks[0]}"
-          f"{' +' if len(runner.suite.tasks) > 1 else ''}, "
-          f"{cfg.agent.torso}/{cfg.agent.core}/{cfg.agent.head}, learner {cfg.learner.name}, "
-          f"{cfg.runtime.num_runners} runners x {cfg.runtime.envs_per_runner} envs, "
-          f"T={cfg.learner.unroll_length}"
-          f"{f', backend {cfg.env.backend}' if cfg.env.suite == 'atari' else ''}", flush=True)
+    if header:
+        print(f"[bench] {config_path}: {cfg.env.suite} {runner.suite.tasks[0]}"
+              f"{' +' if len(runner.suite.tasks) > 1 else ''}, "
+              f"{cfg.agent.torso}/{cfg.agent.core}/{cfg.agent.head}, learner {cfg.learner.name}, "
+              f"{cfg.runtime.num_runners} runners x {cfg.runtime.envs_per_runner} envs, "
+              f"T={cfg.learner.unroll_length}"
+              f"{f', backend {cfg.env.backend}' if cfg.env.suite == 'atari' else ''}", flush=True)
     a = env_rate(runner, seconds)
     print(f"[bench] (a) environment     {a:9.0f} steps/s  ({1e3 / a:.3f} core-ms/step)", flush=True)
     b = inference_rate(runner, seconds)

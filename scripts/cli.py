@@ -99,7 +99,7 @@ def _bench(args) -> int:
         raise ConfigError("mira bench needs a CONFIG file, "
                           "e.g. mira bench configs/impala_minigrid.yaml")
     run_bench(args.config, args.overrides, seconds=args.seconds,
-              gpu_learner_rate=args.gpu_learner_rate)
+              gpu_learner_rate=args.gpu_learner_rate, repeat=args.repeat)
     return 0
 
 
@@ -160,6 +160,9 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--gpu-learner-rate", type=float, default=None, metavar="STEPS_PER_S",
                    help="learner steps/s on a GPU for the runner-core estimate (default: 33569, "
                         "one H100 on configs/impala_atari_paper.yaml)")
+    b.add_argument("--repeat", type=int, default=1, metavar="N",
+                   help="measure (a)-(d) N times in a row and print the spread of the share "
+                        "of the limit (a busy or shared machine moves it by several points)")
     b.set_defaults(fn=_bench)
     from scripts.compare import add_parser as add_compare_parser
 

@@ -115,6 +115,12 @@ def test_bench_and_evaluate_without_arguments_say_what_they_need(argv, needs, ca
     assert len(err) == 1 and needs in err[0], err
 
 
+def test_bench_repeat_must_be_at_least_one(capsys):
+    assert main(["bench", str(ROOT / "configs/impala_minigrid.yaml"), "--repeat", "0"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == ["mira: error: --repeat must be at least 1, got 0"], err
+
+
 @pytest.mark.parametrize("command, defaults", [
     ("evaluate", ["--episodes EPISODES   episodes per task (default: 10)", "(default: 0)"]),
     ("bench", ["(default: 20.0)"]),

@@ -264,6 +264,20 @@ def test_bench_measures_every_stage(tmp_path, capsys, learner):
     assert "inside the runner" in out and "in this process" in out
 
 
+def test_bench_repeat_measures_each_round_against_its_own_limit(tmp_path, capsys):
+    from scripts.bench import run_bench
+
+    overrides = [o for o in small_overrides(tmp_path) if not o.startswith("run.dir=")]
+    figures = run_bench(str(ROOT / "configs/impala_minigrid.yaml"), overrides, seconds=0.2,
+                        repeat=2)
+    out = capsys.readouterr().out
+    assert out.count("(d) end to end") == 2 and out.count("configs/impala_minigrid.yaml:") == 1
+    shares = figures["shares"]
+    assert len(shares) == 2 and shares[-1] == figures["end_to_end"] / figures["limit"]
+    low, high = sorted(shares)
+    assert f"end to end reaches {100 * low:.0f}-{100 * high:.0f}% of it, median" in out
+
+
 def test_unroll_queue_parks_runners_while_two_batches_wait():
     from learners.unroll_queue import UnrollQueue
 
