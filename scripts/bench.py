@@ -10,7 +10,8 @@
 
 (a)-(c) are measured on one core each, so ``1/a + 1/b + 1/c`` is the core-seconds one
 agent step costs; with ``N`` cores the compute-bound limit is ``N / (1/a + 1/b + 1/c)``
-and (d) is reported as a fraction of it. Figures, not assertions: machines are noisy.
+and (d) is reported as a fraction of it. Figures, not assertions: machines are noisy, and
+``--repeat N`` measures (a)-(d) N times in a row to show by how much.
 
 A runner core does (a) and (b), so it collects ``r = 1 / (1/a + 1/b)`` steps/s. With the
 learner on a GPU that updates ``G`` steps/s (``--gpu-learner-rate``), ``N`` runner cores
