@@ -162,18 +162,27 @@ def runner_batch(cfg):
     return runner, traj
 
 
-def test_fixed_targets_use_the_configured_thresholds(tmp_path):
-    """``learner.impala.fixed_targets``: V-trace once per batch, through the Learner's config."""
+def learner_on_batch(tmp_path, setting: str):
+    """A Learner with the thresholds of ``overrides`` and ``setting``, its off-policy batch.
+
+    Returns the learner, the trajectory and the learner's output on it before any update, after
+    checking that every threshold reached that output's batch.
+    """
     from learners.learner import Learner
 
-    cfg = load_config(None, small_overrides(tmp_path) + overrides("overrides")
-                      + ["learner.impala.fixed_targets=true"])
+    cfg = load_config(None, small_overrides(tmp_path) + overrides("overrides") + [setting])
     runner, traj = runner_batch(cfg)
     learner = Learner(cfg, runner.spec())
     batch, state = learner.to_batch([traj])
     with torch.no_grad():
         out = learner.forward(batch, state)
     assert_every_setting_binds(out, batch)
+    return learner, traj, batch, out
+
+
+def test_fixed_targets_use_the_configured_thresholds(tmp_path):
+    """``learner.impala.fixed_targets``: V-trace once per batch, through the Learner's config."""
+    learner, _, batch, out = learner_on_batch(tmp_path, "learner.impala.fixed_targets=true")
     fixed = impala_targets(out, batch, learner.lcfg, learner.popart)
     vs, adv = naive_targets(out, batch)[:2]
     torch.testing.assert_close(fixed.returns, vs.float(), **TOL)
@@ -188,16 +197,8 @@ def test_learner_update_reports_the_configured_vtrace_loss(tmp_path, surrogate_c
     output. With ``surrogate_clip`` the policy term is PPO's surrogate on rho with V-trace's
     advantage divided by its pg rho-bar clip.
     """
-    from learners.learner import Learner
-
-    cfg = load_config(None, small_overrides(tmp_path) + overrides("overrides")
-                      + [f"learner.impala.surrogate_clip={surrogate_clip}"])
-    runner, traj = runner_batch(cfg)
-    learner = Learner(cfg, runner.spec())
-    batch, state = learner.to_batch([traj])
-    with torch.no_grad():
-        out = learner.forward(batch, state)
-    assert_every_setting_binds(out, batch)
+    learner, traj, batch, out = learner_on_batch(tmp_path,
+                                                 f"learner.impala.surrogate_clip={surrogate_clip}")
     policy, value = naive_loss_terms(out, *naive_targets(out, batch), surrogate_clip,
                                      SETTINGS["clip_pg_rho_threshold"])
     metrics = learner.update(traj)
