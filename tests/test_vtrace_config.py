@@ -165,8 +165,8 @@ def runner_batch(cfg):
 def learner_on_batch(tmp_path, setting: str):
     """A Learner with the thresholds of ``overrides`` and ``setting``, its off-policy batch.
 
-    Returns the learner, the trajectory and the learner's output on it before any update, after
-    checking that every threshold reached that output's batch.
+    Returns the learner, the trajectory, its batch and the learner's output on it before any
+    update, after checking that every threshold reached that output's batch.
     """
     from learners.learner import Learner
 
