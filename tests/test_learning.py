@@ -28,7 +28,10 @@ def test_ppo_lstm_learns_the_quick_start_level(tmp_path):
 
 @pytest.mark.ray
 def test_impala_lstm_learns_the_quick_start_level(tmp_path, ray_local):
-    cfg = load_config(ROOT / "configs/impala_minigrid.yaml",
-                      [f"run.dir={tmp_path / 'impala'}", "run.total_frames=160000"])
+    # The preset as shipped (2e5 frames, its rate decaying to 0 there). Cut to 1.6e5 frames,
+    # seeds 0 and 1 ended at 0.955 on an idle machine, but one run inside the full suite ended
+    # at 0.771: the asynchronous runners make each run different, and the shorter schedule
+    # left too little margin.
+    cfg = load_config(ROOT / "configs/impala_minigrid.yaml", [f"run.dir={tmp_path / 'impala'}"])
     summary = Trainer(cfg, RunDir.create(cfg, None), quiet=True).train()
     assert summary["episode_return_mean"] >= 0.8, summary
