@@ -203,6 +203,41 @@ def test_orthogonal_torso_init_keeps_the_feature_scale():
         ShallowTorso({"pixels": (4, 84, 84)}, 6, init="xavier")
 
 
+def test_layer_norm_keeps_torso_units_on_whatever_the_linear_layers_scale_and_offset():
+    """``norm: layer`` normalises the fc pre-activations per frame before the ReLU.
+
+    An update that pushes every unit's pre-activation down (a bias shifted by the same amount)
+    turns the plain torso's units off on every frame; with the norm the features do not move,
+    since each frame's pre-activations are centred and scaled over its units. The norm's
+    512 parameters are the only ones added, and a set-reading torso (RIMs) refuses it.
+    """
+    from agents.torsos import ShallowTorso
+
+    pixels = torch.randint(0, 256, (1, 16, 4, 84, 84), dtype=torch.uint8,
+                           generator=torch.Generator().manual_seed(0))
+    extras = (torch.zeros(1, 16, dtype=torch.long), torch.zeros(1, 16))
+    feats = {}
+    for norm in ("none", "layer"):
+        torch.manual_seed(0)
+        torso = ShallowTorso({"pixels": (4, 84, 84)}, 6, init="orthogonal", norm=norm)
+        with torch.no_grad():
+            before = torso({"pixels": pixels}, *extras)[..., :256]
+            torso.fc.bias.sub_(10.0)
+            torso.fc.weight.mul_(3.0)
+            feats[norm] = (before, torso({"pixels": pixels}, *extras)[..., :256],
+                           sum(p.numel() for p in torso.parameters()))
+    plain_before, plain_after, plain_params = feats["none"]
+    normed_before, normed_after, normed_params = feats["layer"]
+    assert float((plain_before > 0).float().mean()) > 0.3 and int((plain_after > 0).sum()) == 0
+    torch.testing.assert_close(normed_after, normed_before, atol=1e-4, rtol=1e-4)
+    assert float((normed_after > 0).float().mean()) > 0.3
+    assert normed_params - plain_params == 512
+    with pytest.raises(ValueError, match="norm=layer normalises"):
+        ShallowTorso({"pixels": (4, 84, 84)}, 6, as_set=True, norm="layer")
+    with pytest.raises(ValueError, match="norm must be one of none, layer"):
+        ShallowTorso({"pixels": (4, 84, 84)}, 6, norm="batch")
+
+
 def test_component_options_arrive_typed_as_the_loader_resolved_them():
     """``agent.*_options`` become each component's Config on load, once.
 
