@@ -60,8 +60,8 @@ class ShallowConfig:
     instruction_size: int = 64  # width of the instruction feature (LSTM: 64 units, as IMPALA)
     # conv/fc weights: torch (PyTorch's defaults) or orthogonal (gain sqrt 2, zero biases)
     init: Init = "torch"
-    # normalisation of the linear layer's pre-activations: none (IMPALA's torso) or layer
-    # (LayerNorm before the ReLU; see ``Norm``)
+    # the linear layer's pre-activations: none (IMPALA's torso) or layer (a LayerNorm before
+    # the ReLU, which keeps about half of the units on)
     norm: Norm = "none"
 
     def __post_init__(self):

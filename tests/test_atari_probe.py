@@ -3,6 +3,8 @@
 import math
 from pathlib import Path
 
+import pytest
+
 from learners.config import load_config
 from learners.run_dir import RunDir
 from learners.trainer import Trainer
@@ -75,3 +77,21 @@ def test_checkpoint_every_probes_each_kept_checkpoint(tmp_path, capsys):
             if line.startswith("| ") and line[2].isdigit()]
     assert [int(row.split("|")[1].replace(",", "")) for row in rows] == [
         RunDir.frames_of(p) for p in paths]
+
+
+def test_initial_probe_reads_the_weights_a_run_starts_from(capsys):
+    # The weights depend on the seed alone: the same seed twice gives the same figures, another
+    # seed others. At the orthogonal init about half the fc units are off on every Pong frame
+    # (the frames differ in a few pixels, so each unit is on for all of them or for none).
+    config = str(ROOT / "configs/impala_atari.yaml")
+    first, again, other = atari_probe.initial(config, SMALL, [0, 0, 1])
+    assert first["frames"] == 0 and first["checkpoint"] == "seed 0, initial weights"
+    assert first["inactive_fc"] == again["inactive_fc"] and first["fc_rms"] == again["fc_rms"]
+    assert first["fc_rms"] != other["fc_rms"]
+    assert 0.2 <= first["inactive_fc"] <= 0.8, first["inactive_fc"]
+    assert first["replay_error"] < 1e-5, first["replay_error"]
+    capsys.readouterr()
+    assert atari_probe.main(["initial", config, *SMALL, "--seeds", "2", "3"]) == 0
+    assert capsys.readouterr().out.count("initial weights: policy") == 2
+    with pytest.raises(SystemExit, match="atari_probe initial: agent.torso_options.norm must be"):
+        atari_probe.main(["initial", config, "agent.torso_options.norm=batch"])

@@ -20,6 +20,10 @@
     across the frames of each task: the spread over all frames also moves with the task ID
     alone (a task-ID head changes its policy per task whatever it sees), the spread within a
     task does not.
+``python -m scripts.papers.atari_probe initial CONFIG [key=value ...] [--seeds 0 1 2]``
+    The same probe on the weights a run of the config starts from, for each seed: what a
+    run's first updates start from (on Pong, about half the fc units are off on every frame
+    at the initial weights, since the frames differ in a few pixels).
 ``python -m scripts.papers.atari_probe checkpoint --every RUN_DIR``
     The same probe on each checkpoint the run kept, fewest frames first, then a table with
     one row per checkpoint: when a run's torso collapsed, or its policy stopped reading the
@@ -119,7 +123,6 @@ def checkpoint(run_dir: str, envs: int | None = None, path=None) -> dict:
     ``policy_spread_per_task`` maps each task's name to the mean over actions of the policy's
     spread across that task's frames (one entry for a one-task suite).
     """
-    from envs.runner import EnvRunner
     from learners.run_dir import RunDir
 
     run = RunDir.open(run_dir)
@@ -128,15 +131,47 @@ def checkpoint(run_dir: str, envs: int | None = None, path=None) -> dict:
         raise SystemExit(f"atari_probe checkpoint: {run_dir} has no checkpoint yet")
     state = RunDir.load_checkpoint(path)
     cfg = run.load_config()
+    return _probe(_runner(cfg, envs), state["learner"]["agent"], path.name,
+                  RunDir.frames_of(path))
+
+
+def initial(config: str, overrides: list[str], seeds: list[int],
+            envs: int | None = None) -> list[dict]:
+    """The ``checkpoint`` probe on the weights a run of ``config`` starts from, per seed.
+
+    The learner builds the agent as a run with ``run.seed`` = each of ``seeds`` would (the
+    weights depend on the seed alone); returns the probe's results (``frames`` 0), one per seed.
+    """
+    from learners.config import load_config
+    from learners.learner import Learner
+
+    results = []
+    for seed in seeds:
+        cfg = load_config(config, [*overrides, f"run.seed={seed}"])
+        runner = _runner(cfg, envs)
+        learner = Learner(cfg, runner.spec(), threads=1)
+        weights = {k: v.cpu() for k, v in learner.agent.state_dict().items()}
+        results.append(_probe(runner, weights, f"seed {seed}, initial weights", 0))
+    return results
+
+
+def _runner(cfg, envs: int | None):
+    """The probe's runner for ``cfg``'s suite: ``envs`` envs (default 8, or 2 per task)."""
+    from envs.runner import EnvRunner
+
     torch.set_num_threads(1)
     if envs is None:
         from envs.suites import build_suite
 
         tasks = len(build_suite(cfg.env).tasks)
         envs = 8 if tasks == 1 else 2 * tasks
-    runner = EnvRunner(cfg.env, cfg.agent, envs_per_runner=envs, unroll_length=50, seed=99,
-                       runners_per_task=0, popart=cfg.learner.popart)
-    trajs = [runner.rollout(state["learner"]["agent"], 0) for _ in range(4)]
+    return EnvRunner(cfg.env, cfg.agent, envs_per_runner=envs, unroll_length=50, seed=99,
+                     runners_per_task=0, popart=cfg.learner.popart)
+
+
+def _probe(runner, weights: dict, name: str, frames: int) -> dict:
+    """Play 4 unrolls of ``runner``'s envs with ``weights``; the statistics ``checkpoint`` lists."""
+    trajs = [runner.rollout(weights, 0) for _ in range(4)]
     logits = np.concatenate([t.behaviour_logits[:-1] for t in trajs]).reshape(
         -1, trajs[0].behaviour_logits.shape[-1])
     probs = torch.softmax(torch.from_numpy(logits), -1)
@@ -171,7 +206,7 @@ def checkpoint(run_dir: str, envs: int | None = None, path=None) -> dict:
                 for k in sorted(set(task_of.tolist()))}
     inactive = lambda x, dims: float(((x > 0).float().amax(dims) == 0).float().mean())  # noqa: E731
     result = {
-        "checkpoint": path.name, "frames": RunDir.frames_of(path),
+        "checkpoint": name, "frames": frames,
         "policy_mean": probs.mean(0).tolist(), "policy_spread": probs.std(0).tolist(),
         "policy_spread_per_task": per_task,
         "value_mean": float(values.mean()), "value_spread": float(values.std()),
@@ -183,7 +218,7 @@ def checkpoint(run_dir: str, envs: int | None = None, path=None) -> dict:
         "replay_error": float((replayed_logits.reshape(-1, logits.shape[-1])
                                - torch.from_numpy(logits)).abs().max()),
     }
-    print(f"[probe] {path.name}: policy {np.round(result['policy_mean'], 3)} spread across frames "
+    print(f"[probe] {name}: policy {np.round(result['policy_mean'], 3)} spread across frames "
           f"{np.round(result['policy_spread'], 3)}; value {result['value_mean']:.3f} "
           f"spread {result['value_spread']:.3f}; inactive on all {len(pixels)} frames: "
           f"conv1 {result['inactive_conv1']:.0%}, conv2 {result['inactive_conv2']:.0%}, "
@@ -197,7 +232,7 @@ def checkpoint(run_dir: str, envs: int | None = None, path=None) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run the probe named in ``argv`` (``readout`` or ``checkpoint``); return 0."""
+    """Run the probe named in ``argv`` (``readout``, ``checkpoint`` or ``initial``); return 0."""
     parser = argparse.ArgumentParser(prog="python -m scripts.papers.atari_probe",
                                      description=__doc__.split("\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -211,10 +246,23 @@ def main(argv: list[str] | None = None) -> int:
     c.add_argument("run_dirs", nargs="+", metavar="RUN_DIR")
     c.add_argument("--every", action="store_true",
                    help="probe every checkpoint the run kept and print one row per checkpoint")
+    i = sub.add_parser("initial", help="the checkpoint probe on the weights a run of CONFIG "
+                                       "starts from, one line per seed")
+    i.add_argument("config")
+    i.add_argument("overrides", nargs="*", help="dotted.key=value")
+    i.add_argument("--seeds", type=int, nargs="+", default=[0])
     args = parser.parse_args(argv)
-    if args.command == "readout":
-        readout(args.config, args.overrides, args.updates)
-        return 0
+    from learners.typed_yaml import ConfigError
+
+    try:  # a config or override the loader refuses: its one-line message, no traceback
+        if args.command == "initial":
+            initial(args.config, args.overrides, args.seeds)
+            return 0
+        if args.command == "readout":
+            readout(args.config, args.overrides, args.updates)
+            return 0
+    except ConfigError as e:
+        raise SystemExit(f"atari_probe {args.command}: {e}") from None
     for run_dir in args.run_dirs:
         if len(args.run_dirs) > 1:
             print(f"[probe] {run_dir}", flush=True)
