@@ -45,7 +45,9 @@ Init = Literal["torch", "orthogonal"]
 # pushed down is off on every frame and gets no gradient to come back: with ``none`` the
 # Atari preset has 77-92% of its fc units inactive on every frame after 10 updates (42-50%
 # at its initial weights; docs/results/pong.md). Normalised per frame, about half of the
-# units stay on whatever the layer's scale and offset.
+# units stay on whatever the layer's scale and offset; in a declared Pong pilot of the preset
+# with it, two seeds of three went blind all the same (their conv1 channels all off), so the
+# presets keep ``none`` (docs/results/studies.md, section 12).
 Norm = Literal["none", "layer"]
 
 
