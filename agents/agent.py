@@ -19,6 +19,20 @@ from agents.registry import typed_options
 from agents.torsos import TORSOS
 
 
+def agent_problem(cfg: AgentConfig) -> str | None:
+    """Why the components ``cfg`` names cannot make one agent, in one line; None when they can.
+
+    Checked where configs load (learners/config.py) and where an agent is built.
+    """
+    core_cls = CORES.get(cfg.core)
+    spatial = input_form(core_cls, typed_options(core_cls.Config, cfg.core_options)) == "spatial"
+    norm = getattr(typed_options(TORSOS.get(cfg.torso).Config, cfg.torso_options), "norm", "none")
+    if spatial and norm != "none":
+        return (f"agent.torso_options.norm={norm} normalises the torso's linear layer, which a "
+                f"core reading the torso as a set (agent.core_options.input_set: spatial) skips")
+    return None
+
+
 class AgentOutput(NamedTuple):
     """What ``Agent.forward`` returns for an unroll: policy logits and value estimates."""
 
@@ -61,6 +75,9 @@ class Agent(nn.Module):
         super().__init__()
         self.obs_keys = tuple(sorted(obs_shapes))
         self.num_actions = num_actions
+        problem = agent_problem(cfg)
+        if problem:
+            raise ValueError(problem)
         torso_cls, core_cls = TORSOS.get(cfg.torso), CORES.get(cfg.core)
         head_cls = HEADS.get(cfg.head)
         # Typed on load (learners/config.py); an AgentConfig built by hand may hold mappings.

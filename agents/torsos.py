@@ -99,10 +99,8 @@ class ShallowTorso(nn.Module):
             _, cc, hh, ww = self.conv(torch.zeros(1, c, h, w)).shape
         self.positions = hh * ww
         self.fc = None if as_set else nn.Linear(cc * hh * ww, hidden_size)
-        if cfg.norm != "none" and as_set:
-            raise ValueError(f"agent.torso_options.norm={cfg.norm} normalises the torso's linear "
-                             "layer, which a core reading the torso as a set (rims) does not have")
-        self.fc_norm = nn.LayerNorm(hidden_size) if cfg.norm == "layer" else None
+        # A set-reading core has no linear layer to normalise (agents.agent.agent_problem).
+        self.fc_norm = nn.LayerNorm(hidden_size) if cfg.norm == "layer" and not as_set else None
         self.read_instruction = "instruction" in obs_shapes and instruction != "none"
         extras = num_actions + 1
         if self.read_instruction:

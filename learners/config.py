@@ -292,6 +292,7 @@ def _load_env(section: Any, overridden: set[str]) -> EnvConfig:
 
 def _load_agent(section: Any) -> AgentConfig:
     """The agent section with each component's options built as that component's Config."""
+    from agents.agent import agent_problem
     from agents.cores import CORES
     from agents.heads import HEADS
     from agents.torsos import TORSOS
@@ -307,7 +308,10 @@ def _load_agent(section: Any) -> AgentConfig:
                 registry, getattr(cfg, part), options[f"{part}_options"], f"agent.{part}_options")
         except KeyError as e:  # the registry's "unknown X 'name'; valid Xs: ..."
             raise ConfigError(f"agent.{part}: {e.args[0]}") from None
-    return replace(cfg, **typed)
+    problem = agent_problem(cfg := replace(cfg, **typed))
+    if problem:
+        raise ConfigError(problem)
+    return cfg
 
 
 _NOTED: set[str] = set()  # the swap notes already printed by this process

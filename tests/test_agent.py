@@ -209,7 +209,8 @@ def test_layer_norm_keeps_torso_units_on_whatever_the_linear_layers_scale_and_of
     An update that pushes every unit's pre-activation down (a bias shifted by the same amount)
     turns the plain torso's units off on every frame; with the norm the features do not move,
     since each frame's pre-activations are centred and scaled over its units. The norm's
-    512 parameters are the only ones added, and a set-reading torso (RIMs) refuses it.
+    512 parameters are the only ones added, and an agent whose core reads the torso as a set
+    (RIMs' spatial input) refuses it, as a config error where configs load.
     """
     from agents.torsos import ShallowTorso
 
@@ -232,8 +233,15 @@ def test_layer_norm_keeps_torso_units_on_whatever_the_linear_layers_scale_and_of
     torch.testing.assert_close(normed_after, normed_before, atol=1e-4, rtol=1e-4)
     assert float((normed_after > 0).float().mean()) > 0.3
     assert normed_params - plain_params == 512
+    spatial = AgentConfig(core="rims", torso_options={"norm": "layer"},
+                          core_options={"input_set": "spatial"})
     with pytest.raises(ValueError, match="norm=layer normalises"):
-        ShallowTorso({"pixels": (4, 84, 84)}, 6, as_set=True, norm="layer")
+        Agent(spatial, OBS, A, TASKS, {"instruction": 1024})
+    from learners.config import ConfigError, load_config
+
+    with pytest.raises(ConfigError, match="norm=layer normalises the torso's linear layer"):
+        load_config(None, ["agent.core=rims", "agent.core_options.input_set=spatial",
+                           "agent.torso_options.norm=layer"])
     with pytest.raises(ValueError, match="norm must be one of none, layer"):
         ShallowTorso({"pixels": (4, 84, 84)}, 6, norm="batch")
 
