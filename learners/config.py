@@ -106,6 +106,9 @@ class OptimizerConfig:
     eps: float = ranged(0.01, 0)
     momentum: float = ranged(0.0, 0, 1, False, True)  # RMSProp momentum
     max_grad_norm: float = ranged(40.0, 0, None, True)  # clip the global gradient norm to this
+    # the torso's rate as a fraction of lr (its own parameter group when not 1): a smaller
+    # step for the layers whose units a large one turns off on every frame
+    torso_lr_scale: float = ranged(1.0, 0, 1, True)
 
 
 @dataclass(frozen=True)

@@ -127,6 +127,20 @@ def behaviour_output(batch: Batch) -> AgentOutput:
     return AgentOutput(logits=batch.behaviour_logits, value=batch.behaviour_value)
 
 
+def parameter_groups(agent, opt_cfg) -> list[dict]:
+    """The agent's parameters as the optimizer's groups, each with its ``lr_scale``.
+
+    One group, or with ``torso_lr_scale`` below 1 two: the torso's parameters, stepped at that
+    fraction of the scheduled rate, and the rest at the whole rate.
+    """
+    scale = opt_cfg.torso_lr_scale
+    if scale == 1.0:
+        return [{"params": list(agent.parameters()), "lr_scale": 1.0}]
+    torso = {id(p) for p in agent.torso.parameters()}
+    return [{"params": [p for p in agent.parameters() if id(p) in torso], "lr_scale": scale},
+            {"params": [p for p in agent.parameters() if id(p) not in torso], "lr_scale": 1.0}]
+
+
 def make_optimizer(params, opt_cfg) -> torch.optim.Optimizer:
     """The ``learner.optimizer.name`` optimizer over ``params``: rmsprop_tf, rmsprop or adam."""
     if opt_cfg.name == "rmsprop_tf":
@@ -174,7 +188,8 @@ class Learner:
         # ratios (V-trace, PPO) need the learner's pi to be the behaviour policy mu for the
         # same weights, and train-mode dropout (RIMs' attention dropout) would make them differ.
         self.agent.eval()
-        self.optimizer = make_optimizer(self.agent.parameters(), self.lcfg.optimizer)
+        self.optimizer = make_optimizer(parameter_groups(self.agent, self.lcfg.optimizer),
+                                        self.lcfg.optimizer)
         self.popart = None
         if getattr(self.lcfg, "popart", False):
             from learners.popart import PopArt
@@ -244,7 +259,7 @@ class Learner:
         state and the step's index in the update) are what ``capture`` keeps of a burst.
         """
         for group in self.optimizer.param_groups:
-            group["lr"] = self.lr()
+            group["lr"] = self.lr() * group.get("lr_scale", 1.0)
         self.optimizer.zero_grad(set_to_none=True)
         threshold = self.lcfg.capture_grad_norm
         watch = bool(threshold) and inputs is not None and self.captured < CAPTURE_LIMIT
