@@ -481,9 +481,22 @@ class Learner:
         # The optimizer keeps the tensors it is given where their device already fits (CPU):
         # copy them, so the caller's dict never becomes the live optimizer state.
         saved = to_cpu(state["optimizer"])
-        for group, own in zip(saved["param_groups"], self.optimizer.param_groups):
-            # How the step runs is this learner's, not the checkpoint's (an unfused Adam's
-            # checkpoint into a fused one); set before loading, which places the state by it.
+        own_groups = self.optimizer.param_groups
+        if len(saved["param_groups"]) != len(own_groups):
+            # A resume that changes whether the torso has its own rate: both hold the agent's
+            # parameters in one order, the torso's first, so each keeps its state by index.
+            first, template = 0, saved["param_groups"][0]
+            saved["param_groups"] = []
+            for own in own_groups:
+                count = len(own["params"])
+                saved["param_groups"].append({**template,
+                                              "params": list(range(first, first + count))})
+                first += count
+        for group, own in zip(saved["param_groups"], own_groups):
+            # How the step runs and the torso's share of the rate are this learner's, not the
+            # checkpoint's (an unfused Adam's checkpoint into a fused one; a changed
+            # torso_lr_scale); set before loading, which places the state by them.
+            group["lr_scale"] = own["lr_scale"]
             if "fused" in own:
                 group["fused"] = own["fused"]
         self.optimizer.load_state_dict(saved)

@@ -108,3 +108,48 @@ def test_state_round_trips_through_state_dict():
         x.grad = torch.full((3,), 0.7)
         o.step()
     torch.testing.assert_close(p, q)
+
+
+def test_torso_lr_scale_steps_the_torso_at_that_fraction_of_the_rate(small_cfg):
+    """``learner.optimizer.torso_lr_scale``: the torso's own Adam group at the scaled rate.
+
+    With a gradient of 1 on every weight, Adam's first step moves each by its group's rate
+    (times 1 / (1 + eps), here 1e-8); the torso's weights by a quarter of the rest's. A resume
+    keeps the groups, and one that adds or drops the scale keeps every weight's Adam state.
+    """
+    from envs.runner import EnvRunner
+    from learners.learner import Learner
+
+    over = {"learner.optimizer.name": "adam", "learner.optimizer.lr": 1e-3,
+            "learner.optimizer.eps": 1e-8, "learner.optimizer.lr_schedule": "constant",
+            "learner.optimizer.max_grad_norm": 1e9}
+    cfg = small_cfg(**over, **{"learner.optimizer.torso_lr_scale": 0.25})
+    runner = EnvRunner(cfg.env, cfg.agent, envs_per_runner=2, unroll_length=4)
+    learner = Learner(cfg, runner.spec())
+    agent = learner.agent
+    before = {n: p.detach().clone() for n, p in agent.named_parameters()}
+    learner.step(sum(p.sum() for p in agent.parameters()))
+    moved = {n: (p.detach() - before[n]).abs() for n, p in agent.named_parameters()}
+    torso = [m for n, m in moved.items() if n.startswith("torso.")]
+    rest = [m for n, m in moved.items() if not n.startswith("torso.")]
+    assert torso and rest
+    for m in torso:
+        assert torch.allclose(m, torch.full_like(m, 0.25e-3), rtol=1e-3)
+    for m in rest:
+        assert torch.allclose(m, torch.full_like(m, 1e-3), rtol=1e-3)
+    resumed = Learner(cfg, runner.spec())
+    resumed.load_state_dict(learner.state_dict())
+    assert [g["lr_scale"] for g in resumed.optimizer.param_groups] == [0.25, 1.0]
+    # Resumed without the scale (one group) and back: every weight keeps its Adam state.
+    plain = Learner(small_cfg(**over), runner.spec())
+    assert len(plain.optimizer.param_groups) == 1
+    plain.load_state_dict(learner.state_dict())
+    resumed.load_state_dict(plain.state_dict())
+    for p in learner.agent.parameters():
+        for q in (plain, resumed):
+            twin = dict(zip(learner.agent.parameters(), q.agent.parameters()))[p]
+            assert torch.equal(q.optimizer.state[twin]["exp_avg"],
+                               learner.optimizer.state[p]["exp_avg"])
+    assert [g["lr_scale"] for g in resumed.optimizer.param_groups] == [0.25, 1.0]
+    with pytest.raises(ConfigError, match="torso_lr_scale"):
+        small_cfg(**{"learner.optimizer.torso_lr_scale": 0})
