@@ -39,7 +39,7 @@ from learners.algorithms import LEARNERS
 from learners.batch import Batch, chunk_sequences, minibatches
 from learners.config import ConfigError
 from learners.malloc import keep_freed_memory
-from learners.optim import RMSpropTF
+from learners.optim import make_optimizer, match_groups, parameter_groups
 from learners.schedule import lr_at
 
 CAPTURE_LIMIT = 10  # steps a run keeps of learner.capture_grad_norm (an Atari minibatch ~30 MB)
@@ -125,37 +125,6 @@ def behaviour_output(batch: Batch) -> AgentOutput:
     runners' output is then the policy that actually acted.
     """
     return AgentOutput(logits=batch.behaviour_logits, value=batch.behaviour_value)
-
-
-def parameter_groups(agent, opt_cfg) -> list[dict]:
-    """The agent's parameters as the optimizer's groups, each with its ``lr_scale``.
-
-    One group, or with ``torso_lr_scale`` below 1 two: the torso's parameters, stepped at that
-    fraction of the scheduled rate, and the rest at the whole rate.
-    """
-    scale = opt_cfg.torso_lr_scale
-    if scale == 1.0:
-        return [{"params": list(agent.parameters()), "lr_scale": 1.0}]
-    torso = {id(p) for p in agent.torso.parameters()}
-    return [{"params": [p for p in agent.parameters() if id(p) in torso], "lr_scale": scale},
-            {"params": [p for p in agent.parameters() if id(p) not in torso], "lr_scale": 1.0}]
-
-
-def make_optimizer(params, opt_cfg) -> torch.optim.Optimizer:
-    """The ``learner.optimizer.name`` optimizer over ``params``: rmsprop_tf, rmsprop or adam."""
-    if opt_cfg.name == "rmsprop_tf":
-        # IMPALA's own optimizer, TF1 semantics (learners/optim.py): what its settings assume.
-        return RMSpropTF(params, lr=opt_cfg.lr, alpha=opt_cfg.alpha, eps=opt_cfg.eps,
-                         momentum=opt_cfg.momentum)
-    if opt_cfg.name == "rmsprop":
-        # IMPALA: RMSProp, eps 0.01, decay (alpha) 0.99, momentum 0 (Espeholt et al. 2018,
-        # table D.3).
-        return torch.optim.RMSprop(params, lr=opt_cfg.lr, alpha=opt_cfg.alpha, eps=opt_cfg.eps,
-                                   momentum=opt_cfg.momentum)
-    # fused: the whole step in one kernel, not a handful of operations per tensor; the same
-    # update up to float rounding, and on CPU about 3x faster (1.2M parameters: 0.85 ms
-    # against 2.6 on one thread). torch.optim takes it on CPU and CUDA.
-    return torch.optim.Adam(params, lr=opt_cfg.lr, eps=opt_cfg.eps, fused=True)
 
 
 class Learner:
@@ -259,7 +228,7 @@ class Learner:
         state and the step's index in the update) are what ``capture`` keeps of a burst.
         """
         for group in self.optimizer.param_groups:
-            group["lr"] = self.lr() * group.get("lr_scale", 1.0)
+            group["lr"] = self.lr() * group["lr_scale"]
         self.optimizer.zero_grad(set_to_none=True)
         threshold = self.lcfg.capture_grad_norm
         watch = bool(threshold) and inputs is not None and self.captured < CAPTURE_LIMIT
@@ -482,16 +451,7 @@ class Learner:
         # copy them, so the caller's dict never becomes the live optimizer state.
         saved = to_cpu(state["optimizer"])
         own_groups = self.optimizer.param_groups
-        if len(saved["param_groups"]) != len(own_groups):
-            # A resume that changes whether the torso has its own rate: both hold the agent's
-            # parameters in one order, the torso's first, so each keeps its state by index.
-            first, template = 0, saved["param_groups"][0]
-            saved["param_groups"] = []
-            for own in own_groups:
-                count = len(own["params"])
-                saved["param_groups"].append({**template,
-                                              "params": list(range(first, first + count))})
-                first += count
+        match_groups(saved, own_groups)
         for group, own in zip(saved["param_groups"], own_groups):
             # How the step runs and the torso's share of the rate are this learner's, not the
             # checkpoint's (an unfused Adam's checkpoint into a fused one; a changed

@@ -11,8 +11,7 @@ import pytest
 import torch
 
 from learners.config import ConfigError, load_config
-from learners.learner import make_optimizer
-from learners.optim import RMSpropTF
+from learners.optim import RMSpropTF, make_optimizer
 
 
 def tf1_rmsprop(w, grads, lr, rho, eps, momentum):
