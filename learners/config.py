@@ -109,6 +109,9 @@ class OptimizerConfig:
     # the torso's rate as a fraction of lr (its own parameter group when not 1): a smaller
     # step for the layers whose units a large one turns off on every frame
     torso_lr_scale: float = ranged(1.0, 0, 1, True)
+    # Adam's whole step as one kernel (the same update up to float rounding); false: PyTorch's
+    # step of a few operations per tensor
+    fused: bool = True
 
 
 @dataclass(frozen=True)

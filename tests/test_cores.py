@@ -125,17 +125,19 @@ def test_state_slices_along_batch(name):
         torch.testing.assert_close(a, b[idx], atol=1e-5, rtol=0)
 
 
+@pytest.mark.parametrize("fused", [True, False])
 @pytest.mark.parametrize("T", [1, 7, 40])
-def test_lstm_equals_pytorch_lstm_cell_stepped(T):
+def test_lstm_equals_pytorch_lstm_cell_stepped(T, fused):
     """The LSTM core equals nn.LSTMCell stepped through the unroll, reset masking included.
 
     An unroll runs PyTorch's fused LSTM between the steps where episodes start (one row's
     start cuts every row's stretch), and acting (T = 1) steps the gates itself: both must stay
-    nn.LSTMCell's LSTM, outputs, final state and gradients.
+    nn.LSTMCell's LSTM, outputs, final state and gradients; so must an unroll with
+    ``fused: false``, which steps the gates itself throughout.
     """
     from agents.cores import mask_state
 
-    core = make("lstm", hidden_size=16)
+    core = make("lstm", hidden_size=16, fused=fused)
     B = 3
     x, reset = torch.randn(T, B, D, requires_grad=True), torch.rand(T, B) < 0.1
     if T > 1:

@@ -90,6 +90,32 @@ def test_adam_runs_fused_and_stays_fused_after_a_resume(small_cfg):
         assert torch.equal(resumed.agent.state_dict()[k], v), k
 
 
+def test_unfused_adam_takes_the_fused_step_up_to_rounding(small_cfg):
+    """``learner.optimizer.fused: false`` is PyTorch's per-tensor Adam: the same update.
+
+    Two learners from the same weights, one of each, updated on one batch: their weights
+    agree to float rounding, and only the fused one's groups say fused.
+    """
+    from envs.runner import EnvRunner
+    from learners.learner import Learner
+
+    cfg = small_cfg(**{"learner.optimizer.name": "adam"})
+    plain_cfg = small_cfg(**{"learner.optimizer.name": "adam", "learner.optimizer.fused": False})
+    runner = EnvRunner(cfg.env, cfg.agent, envs_per_runner=2, unroll_length=4)
+    fused, plain = Learner(cfg, runner.spec()), Learner(plain_cfg, runner.spec())
+    plain.agent.load_state_dict(fused.agent.state_dict())
+    assert not any(group["fused"] for group in plain.optimizer.param_groups)
+    traj = runner.rollout(fused.get_weights(), 0)
+    fused.update(traj)
+    plain.update(traj)
+    moved = 0.0
+    for k, v in fused.agent.state_dict().items():
+        torch.testing.assert_close(plain.agent.state_dict()[k], v, atol=1e-6, rtol=1e-5)
+    for p, q in zip(fused.agent.parameters(), runner.agent.parameters()):
+        moved = max(moved, float((p.detach() - q.detach()).abs().max()))
+    assert moved > 1e-5  # the update moved the weights, so agreeing is not vacuous
+
+
 def test_state_round_trips_through_state_dict():
     p = torch.nn.Parameter(torch.ones(3))
     opt = RMSpropTF([p], lr=0.1, momentum=0.9)

@@ -28,6 +28,9 @@ class LSTMConfig:
     """Options of the ``lstm`` core (``core_options``)."""
 
     hidden_size: int = 256  # width of h and c (IMPALA and the MI paper use 256)
+    # an unroll through PyTorch's fused LSTM between episode starts; false steps the cell's
+    # equations in a loop (the same gates up to float rounding, slower to train on CPU)
+    fused: bool = True
 
 
 @CORES.register("lstm")
@@ -59,9 +62,10 @@ class LSTMCore(nn.Module):
         rounding (about 1e-7 at width 256) and 2-5x faster to train on CPU than a Python loop
         over steps, which pays dispatch for every operation of every step. Acting (T = 1)
         steps the cell's equations directly, about 2x faster than a fused call of one step,
-        and so does an unroll under autocast.
+        and so does an unroll under autocast or with ``fused: false``.
         """
-        if x.shape[0] == 1 or torch.is_autocast_enabled(x.device.type):
+        if (x.shape[0] == 1 or not self.config.fused
+                or torch.is_autocast_enabled(x.device.type)):
             # Acting; or under autocast (learner.mixed_precision), where the fused kernel would
             # run in bfloat16 on CPU and float16 on CUDA, state included: stepped, each step's
             # products in autocast's precision and the cell state in float32.
