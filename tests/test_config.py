@@ -43,7 +43,8 @@ def test_core_options_are_filled_and_typed():
 
     cfg = load_config(None, ["agent.core_options.hidden_size=64"])
     assert cfg.agent.core_options == LSTMConfig(hidden_size=64)
-    assert to_dict(cfg)["agent"]["core_options"] == {"hidden_size": 64, "fused": True}  # what a run saves
+    # what a run saves: every option, defaults included
+    assert to_dict(cfg)["agent"]["core_options"] == {"hidden_size": 64, "fused": True}
 
 
 @pytest.mark.parametrize(
