@@ -12,19 +12,25 @@ def lr_at(cfg: ExperimentConfig, frames: int) -> float:
     """The learning rate ``cfg`` schedules at ``frames``.
 
     ``learner.optimizer.lr`` decayed linearly to 0 at ``lr_decay_frames`` (when set) or at
-    ``run.total_frames``; ``lr_schedule: constant`` keeps ``lr`` throughout.
+    ``run.total_frames``; ``lr_schedule: constant`` keeps ``lr`` throughout. With
+    ``lr_warmup_frames`` the rate is also scaled by ``min(1, frames / lr_warmup_frames)``: the
+    linear warmup from 0 of Ma & Yarats (2021), ``omega_t = min(1, t (1 - beta2) / 2)`` over
+    optimizer steps ``t``, counted here in frames as the rest of the schedule is.
     """
     o = cfg.learner.optimizer
+    warm = min(1.0, frames / o.lr_warmup_frames) if o.lr_warmup_frames else 1.0
     if o.lr_schedule == "constant":
-        return o.lr
-    return o.lr * max(0.0, 1.0 - frames / (o.lr_decay_frames or cfg.run.total_frames))
+        return o.lr * warm
+    return o.lr * warm * max(0.0, 1.0 - frames / (o.lr_decay_frames or cfg.run.total_frames))
 
 
 def _schedule_words(cfg: ExperimentConfig) -> str:
     o = cfg.learner.optimizer
+    warm = f" after a warmup over {o.lr_warmup_frames:,} frames" if o.lr_warmup_frames else ""
     if o.lr_schedule == "constant":
-        return f"constant {o.lr:.3g}"
-    return f"{o.lr:.3g} decayed to 0 at {o.lr_decay_frames or cfg.run.total_frames:,} frames"
+        return f"constant {o.lr:.3g}{warm}"
+    return (f"{o.lr:.3g} decayed to 0 at {o.lr_decay_frames or cfg.run.total_frames:,} frames"
+            f"{warm}")
 
 
 def lr_schedule_change(old: ExperimentConfig, new: ExperimentConfig, frames: int) -> str | None:

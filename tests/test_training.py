@@ -145,6 +145,28 @@ def test_lr_schedule_change_names_the_jump_and_only_a_jump():
     assert "constant" in lr_schedule_change(short, const, 500)
 
 
+def test_lr_warmup_rises_linearly_then_joins_the_schedule():
+    """The warmup scales the schedule by min(1, frames / warmup) and names itself on a jump."""
+    from learners.config import ConfigError, load_config
+    from learners.schedule import lr_at, lr_schedule_change
+
+    def cfg(*overrides):
+        return load_config("configs/impala_minigrid.yaml", ["run.total_frames=1000", *overrides])
+
+    plain, warm = cfg(), cfg("learner.optimizer.lr_warmup_frames=200")
+    lr = plain.learner.optimizer.lr
+    for frames in (0, 50, 100, 199, 200, 500, 999, 1200):  # naive reference, step by step
+        ramp = frames / 200 if frames < 200 else 1.0
+        assert lr_at(warm, frames) == pytest.approx(lr * ramp * max(0.0, 1 - frames / 1000))
+    assert lr_at(warm, 0) == 0.0 and lr_at(warm, 500) == lr_at(plain, 500)
+    const = cfg("learner.optimizer.lr_schedule=constant", "learner.optimizer.lr_warmup_frames=200")
+    assert lr_at(const, 100) == pytest.approx(lr / 2) and lr_at(const, 10**9) == lr
+    assert "after a warmup over 200 frames" in lr_schedule_change(plain, warm, 100)
+    assert lr_schedule_change(plain, warm, 300) is None
+    with pytest.raises(ConfigError, match="lr_warmup_frames .* never reach"):
+        cfg("learner.optimizer.lr_warmup_frames=1000")
+
+
 def test_progress_line_and_compare_reading_it_back(tmp_path, small_cfg, capsys):
     """The trainer's progress line gives frames, return and time left; compare shows it short."""
     from learners.logbook import duration
