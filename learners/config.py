@@ -101,9 +101,10 @@ class OptimizerConfig:
     # the first run.total_frames of a longer schedule (a preset's 40M-frame protocol stopped
     # at 10M), so that raising run.total_frames later continues the same schedule
     lr_decay_frames: int = ranged(0, 0)
-    # frames over which the rate first rises linearly from 0 to the schedule's (0: none).
-    # Adam's first steps move each weight by about lr whatever its gradient; the untuned
-    # warmup of Ma & Yarats (2021) runs 2 / (1 - beta2) steps, 2,000 for Adam's 0.999
+    # frames over which the rate first rises linearly from 0 to the schedule's (0: none; the
+    # first update steps at 0 and fills Adam's moments). Adam's first steps move each weight
+    # by about lr whatever its gradient; the untuned warmup of Ma & Yarats (2021) runs
+    # 2 / (1 - beta2) steps, 2,000 for Adam's 0.999
     lr_warmup_frames: int = ranged(0, 0)
     alpha: float = ranged(0.99, 0, 1, False, True)  # RMSProp smoothing constant
     # RMSProp/Adam epsilon (IMPALA: 0.01 with RMSProp; PPO: 1e-5 with Adam)
@@ -413,10 +414,6 @@ def validate(cfg: ExperimentConfig, runtime: bool = True) -> ExperimentConfig:
          f"learner.optimizer.lr_decay_frames ({L.optimizer.lr_decay_frames:,}) is below "
          f"run.total_frames ({cfg.run.total_frames:,}): the learning rate would be 0 for the "
          "rest of the run; raise it or set it to 0 (decay over run.total_frames)"),
-        (L.optimizer.lr_warmup_frames < cfg.run.total_frames,
-         f"learner.optimizer.lr_warmup_frames ({L.optimizer.lr_warmup_frames:,}) is not below "
-         f"run.total_frames ({cfg.run.total_frames:,}): the learning rate would never reach "
-         "learner.optimizer.lr; lower it or set it to 0 (no warmup)"),
     ]
     for ok, message in checks:
         if not ok:

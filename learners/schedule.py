@@ -15,7 +15,8 @@ def lr_at(cfg: ExperimentConfig, frames: int) -> float:
     ``run.total_frames``; ``lr_schedule: constant`` keeps ``lr`` throughout. With
     ``lr_warmup_frames`` the rate is also scaled by ``min(1, frames / lr_warmup_frames)``: the
     linear warmup from 0 of Ma & Yarats (2021), ``omega_t = min(1, t (1 - beta2) / 2)`` over
-    optimizer steps ``t``, counted here in frames as the rest of the schedule is.
+    optimizer steps ``t``, counted here in frames as the rest of the schedule is (so the
+    first update, at 0 frames, steps at 0).
     """
     o = cfg.learner.optimizer
     warm = min(1.0, frames / o.lr_warmup_frames) if o.lr_warmup_frames else 1.0
@@ -26,10 +27,11 @@ def lr_at(cfg: ExperimentConfig, frames: int) -> float:
 
 def _schedule_words(cfg: ExperimentConfig) -> str:
     o = cfg.learner.optimizer
-    warm = f" after a warmup over {o.lr_warmup_frames:,} frames" if o.lr_warmup_frames else ""
+    warm = (f", warmed up from 0 over its first {o.lr_warmup_frames:,} frames"
+            if o.lr_warmup_frames else "")
     if o.lr_schedule == "constant":
         return f"constant {o.lr:.3g}{warm}"
-    return (f"{o.lr:.3g} decayed to 0 at {o.lr_decay_frames or cfg.run.total_frames:,} frames"
+    return (f"{o.lr:.3g} decayed to 0 at frame {o.lr_decay_frames or cfg.run.total_frames:,}"
             f"{warm}")
 
 

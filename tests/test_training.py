@@ -147,7 +147,7 @@ def test_lr_schedule_change_names_the_jump_and_only_a_jump():
 
 def test_lr_warmup_rises_linearly_then_joins_the_schedule():
     """The warmup scales the schedule by min(1, frames / warmup) and names itself on a jump."""
-    from learners.config import ConfigError, load_config
+    from learners.config import load_config
     from learners.schedule import lr_at, lr_schedule_change
 
     def cfg(*overrides):
@@ -161,10 +161,11 @@ def test_lr_warmup_rises_linearly_then_joins_the_schedule():
     assert lr_at(warm, 0) == 0.0 and lr_at(warm, 500) == lr_at(plain, 500)
     const = cfg("learner.optimizer.lr_schedule=constant", "learner.optimizer.lr_warmup_frames=200")
     assert lr_at(const, 100) == pytest.approx(lr / 2) and lr_at(const, 10**9) == lr
-    assert "after a warmup over 200 frames" in lr_schedule_change(plain, warm, 100)
+    assert "warmed up from 0 over its first 200 frames" in lr_schedule_change(plain, warm, 100)
     assert lr_schedule_change(plain, warm, 300) is None
-    with pytest.raises(ConfigError, match="lr_warmup_frames .* never reach"):
-        cfg("learner.optimizer.lr_warmup_frames=1000")
+    # a run may end inside its warmup, as inside a longer decay (a PBT generation, a smoke run)
+    short = cfg("learner.optimizer.lr_warmup_frames=4000", "learner.optimizer.lr_decay_frames=8000")
+    assert lr_at(short, 500) == pytest.approx(lr * 500 / 4000 * (1 - 500 / 8000))
 
 
 def test_progress_line_and_compare_reading_it_back(tmp_path, small_cfg, capsys):
