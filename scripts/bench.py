@@ -151,10 +151,14 @@ def end_to_end_rate(cfg, seconds: float, cycle: dict | None = None) -> float:
     its final checkpoint). Runs a copy of ``cfg`` with those ``run`` settings. ``cycle``, if
     given, receives where an update's time went over the whole run (warm-up included): the
     learner's mean ``update_s`` and the mean time it waited for a batch before each update
-    (``wait_s``; in lock-step, the runners' part of the cycle), and ``updates``.
+    (``wait_s``; in lock-step, the runners' part of the cycle), and ``updates``; and where
+    the machine's core time went over the timed window, by process group
+    (``core_s``: ``scripts/core_time.py``'s groups, core-seconds, and ``window_s``,
+    ``window_steps``), empty where there is no ``/proc``.
     """
     from learners.run_dir import RunDir
     from learners.trainer import Trainer
+    from scripts import core_time
 
     tmp = tempfile.mkdtemp(prefix="mira-bench-")
     # stopped by time below
@@ -164,13 +168,19 @@ def end_to_end_rate(cfg, seconds: float, cycle: dict | None = None) -> float:
     fps_per_step = trainer.spec["frames_per_step"]
     warm = seconds / 4  # let every runner start and the first updates land
     start, frames0 = time.time(), 0
+    cores: dict = {}
 
     def timed(t) -> bool:
         nonlocal start, frames0
         now = time.time()
         if frames0 == 0 and now - start >= warm:
+            cores["before"] = core_time.snapshot()
             start, frames0 = now, max(t.frames, 1)
-        return bool(frames0) and now - start >= seconds
+        done = bool(frames0) and now - start >= seconds
+        if done:
+            cores.update(after=core_time.snapshot(), window_s=now - start,
+                         window_steps=(t.frames - frames0) / fps_per_step)
+        return done
 
     summary = trainer.train(stop_when=timed)
     if cycle is not None and summary["updates"]:
@@ -179,7 +189,26 @@ def end_to_end_rate(cfg, seconds: float, cycle: dict | None = None) -> float:
                      wait_s=metrics.get("learner_queue_wait_s", 0.0) / summary["updates"],
                      batch_s=metrics.get("batch_s", float("nan")),
                      rollout_s=metrics.get("runner_rollout_s", float("nan")))
+        if cores.get("before") and cores.get("after") and cores["window_steps"] > 0:
+            cycle.update(core_s=core_time.by_group(cores["before"], cores["after"]),
+                         window_s=cores["window_s"], window_steps=cores["window_steps"])
     return (summary["frames"] - frames0) / max(time.time() - start, 1e-9) / fps_per_step
+
+
+def print_core_time(cycle: dict, cores: int, limit_ms: float) -> None:
+    """Print (d)'s core time per step by process group against the cores the window had.
+
+    ``limit_ms``: the core-ms one step costs in the limit's sum, (a) + (b) + (c); the
+    groups' sum beyond it is the extra core time a run spends, and the cores' idle share
+    the time no process used.
+    """
+    steps, window = cycle["window_steps"], cycle["window_s"]
+    used = cycle["core_s"]
+    parts = ", ".join(f"{name} {1e3 * s / steps:.3f}" for name, s in used.items())
+    total = sum(used.values())
+    print(f"[bench]     core-ms per step by process: {parts}; in all {1e3 * total / steps:.3f} "
+          f"against the limit's {limit_ms:.3f} (a + b + c); the {cores} cores "
+          f"{100 * total / (cores * window):.0f}% busy", flush=True)
 
 
 def gpu_estimate(env: float, inference: float, gpu_learner: float,
@@ -271,6 +300,8 @@ def _bench_round(cfg, config_path: str, seconds: float, gpu_learner_rate: float,
               f"{1e3 * cycle['batch_s']:.0f} ms; "
               f"a runner's unroll {1e3 * cycle['rollout_s']:.0f} ms inside the runner, "
               f"{1e3 * rollout:.0f} ms in this process", flush=True)
+    if cycle.get("core_s"):
+        print_core_time(cycle, cores, 1e3 / a + 1e3 / b + 1e3 / c)
     print(f"[bench] compute-bound limit on {cores} cores: {limit:.0f} steps/s; "
           f"end to end reaches {100 * d / limit:.0f}% of it", flush=True)
     return {"env": a, "inference": b, "learner": c, "end_to_end": d, "limit": limit, "cores": cores,

@@ -1,0 +1,59 @@
+import os
+import subprocess
+import sys
+
+import pytest
+
+from scripts.core_time import GROUPS, by_group, group_of, snapshot
+
+linux = pytest.mark.skipif(not os.path.isdir("/proc"), reason="needs Linux's /proc")
+
+
+@pytest.mark.parametrize("cmdline, group", [
+    ("ray::Learner.update", "learner"),
+    ("ray::Learner", "learner"),
+    ("ray::EnvRunner.rollout_with_info", "runners"),
+    ("ray::IDLE", "Ray's own processes"),
+    ("ray::DashboardAgent", "Ray's own processes"),
+    ("/venv/lib/python3.11/site-packages/ray/core/src/ray/raylet/raylet --node=1",
+     "Ray's own processes"),
+    ("/venv/bin/python3 /venv/lib/python3.11/site-packages/ray/_private/log_monitor.py --x=1",
+     "Ray's own processes"),
+    ("/usr/bin/python3 -m pytest --basetemp=/tmp/ray/x", "other processes"),
+    ("kworker/0:1", "other processes"),
+])
+def test_group_of_names_ray_workers_by_their_titles(cmdline, group):
+    assert group_of(cmdline, pid=10, own_pid=1) == group
+
+
+def test_this_process_is_its_own_group_whatever_its_title():
+    assert group_of("ray::EnvRunner", pid=7, own_pid=7) == "this process"
+
+
+def test_by_group_counts_new_processes_from_zero_and_reused_pids_afresh():
+    before = {1: ("ray::Learner", 5.0), 2: ("ray::EnvRunner", 3.0), 3: ("raylet", 9.0)}
+    after = {1: ("ray::Learner.update", 6.5), 2: ("ray::EnvRunner", 3.25),
+             3: ("bash", 0.5),  # pid 3 reused: its time restarted
+             4: ("ray::EnvRunner", 0.25), 5: ("me", 1.0)}
+    used = by_group(before, after, own_pid=5)
+    assert list(used) == list(GROUPS)
+    assert used == {"learner": 1.5, "runners": 0.5, "this process": 1.0,
+                    "Ray's own processes": 0.0, "other processes": 0.5}
+
+
+@linux
+def test_snapshot_charges_a_busy_child_its_core_time():
+    child = subprocess.Popen([sys.executable, "-c",
+                              "import time\nt = time.process_time()\n"
+                              "while time.process_time() - t < 0.5: pass\n"
+                              "input()"], stdin=subprocess.PIPE)
+    try:
+        before = snapshot()
+        assert os.getpid() in before and before[os.getpid()][0]
+        while child.pid not in (now := snapshot()) or now[child.pid][1] < 0.5:
+            assert child.poll() is None
+        used = by_group(before, now)
+        assert used["other processes"] >= 0.4  # the child: most of its 0.5 s in the window
+        assert now[child.pid][0].startswith(sys.executable)
+    finally:
+        child.communicate(b"\n", timeout=10)
