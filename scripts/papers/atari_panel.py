@@ -60,7 +60,7 @@ PRESETS = {"impala": "configs/impala_atari.yaml", "ppo": "configs/ppo_atari.yaml
 GAMES = ("Pong", "Breakout", "Boxing", "Freeway")
 REFERENCE = "rims_paper_table7_lstm_vs_rims_ppo.csv"
 CORES = ("lstm", "rims")  # the cores Table 7 has a column for
-SCHEDULE_FRAMES = 4e7  # the presets' run.total_frames: the 40M-frame protocol of Table 7
+SCHEDULE_FRAMES = 4e7  # the 40M-frame protocol of Table 7 (ppo_atari.yaml's run.total_frames)
 TABLE7_OPTIONS = {"lstm": {}, "rims": {"k_active": 5}}  # Table 7's RIMs-PPO: k_A = 5 of 6
 PAPER_WIDTHS = {  # appendix D.8 / Figure 18: widths of the authors' code
     "lstm": {"hidden_size": 512},
