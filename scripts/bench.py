@@ -6,7 +6,10 @@
     shape, 1 thread; PPO counts each collected step once, whatever its epochs);
 (d) end-to-end training steps/s (``mira train`` itself for a fixed time), and where an
     update's cycle goes in it: the learner busy (of which making the batch), and waiting for
-    a batch, beside a runner's unroll timed inside the runner and in bench's own process.
+    a batch, beside a runner's unroll timed inside the runner and in bench's own process;
+    and the machine's core time per step over (d)'s window by process (the learner, the
+    runners, this process, Ray's own processes, everything else: ``scripts/core_time.py``),
+    whose sum beside (a) + (b) + (c) says how much extra core time a run spends, and where.
 
 (a)-(c) are measured on one core each, so ``1/a + 1/b + 1/c`` is the core-seconds one
 agent step costs; with ``N`` cores the compute-bound limit is ``N / (1/a + 1/b + 1/c)``

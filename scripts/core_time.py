@@ -3,10 +3,10 @@
 Read from Linux's ``/proc/<pid>/stat`` (user + system time of every thread of a process)
 and ``/proc/<pid>/cmdline``, which Ray's workers retitle ``ray::Learner.update``,
 ``ray::EnvRunner.rollout_with_info`` and so on. Two snapshots around a window give each
-group's core-seconds in it: the learner actor, the runner actors, this process (the driver,
-and with ``runtime.num_runners: 0`` the in-process learner and runner too), Ray's own
-processes (raylet, GCS, dashboard and agents, log monitor, idle workers), and everything
-else on the machine, which on an idle machine should be near zero. Where there is no
+group's core-seconds in it: the learner actor, the runner actors, evaluator actors, this
+process (the driver, and with ``runtime.num_runners: 0`` the in-process learner and runner
+too), Ray's own processes (raylet, GCS, dashboard and agents, log monitor, idle workers), and
+everything else on the machine, which on an idle machine should be near zero. Where there is no
 ``/proc`` (macOS, Windows) the snapshot is empty and the accounting is skipped.
 """
 
@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import os
 
-GROUPS = ("learner", "runners", "this process", "Ray's own processes", "other processes")
+GROUPS = ("learner", "runners", "evaluators", "this process", "Ray's own processes",
+          "other processes")
 
 
 def group_of(cmdline: str, pid: int, own_pid: int) -> str:
@@ -26,6 +27,8 @@ def group_of(cmdline: str, pid: int, own_pid: int) -> str:
         return "learner"
     if program.startswith("ray::EnvRunner"):
         return "runners"
+    if program.startswith("ray::Evaluator"):
+        return "evaluators"
     if program.startswith("ray::") or "/ray/" in cmdline.split(" --", 1)[0]:
         return "Ray's own processes"
     return "other processes"
@@ -34,10 +37,16 @@ def group_of(cmdline: str, pid: int, own_pid: int) -> str:
 def snapshot() -> dict[int, tuple[str, float]]:
     """Every process's command line and CPU seconds so far (its threads included).
 
-    Empty where ``/proc`` does not exist. Processes that end while being read are skipped.
+    Empty where ``/proc`` does not exist or cannot be read (a diagnostic never stops a bench).
+    Processes that end while being read are skipped.
     """
-    if not os.path.isdir("/proc"):
+    try:
+        return _read_proc()
+    except (OSError, ValueError, IndexError):
         return {}
+
+
+def _read_proc() -> dict[int, tuple[str, float]]:
     tick = os.sysconf("SC_CLK_TCK")
     out = {}
     for entry in os.scandir("/proc"):

@@ -6,8 +6,8 @@ compare`` (``scripts/compare.py``): an interrupted panel continues where it stop
 same command is run again, and raising ``--frames`` extends finished trials. On 2 cores the
 trials run one at a time (``--max-concurrent 1``); each trial is a whole ``mira train`` run
 with its preset's runners. A trial runs the first ``--frames`` of its preset's 40M-frame
-protocol: the learning rate decays linearly over ``--schedule-frames`` (default 4e7, the
-presets' ``run.total_frames``; ``learner.optimizer.lr_decay_frames``), not over ``--frames``,
+protocol: the learning rate decays linearly over ``--schedule-frames`` (default 4e7, Table 7's
+protocol and ``ppo_atari.yaml``'s ``run.total_frames``; ``learner.optimizer.lr_decay_frames``), not over ``--frames``,
 so a 1e7 panel shows the start of the runs the references made, and extending it up to
 ``--schedule-frames`` continues the same schedule (beyond it, the decay ends at ``--frames``
 and moves with it). A trial resumes with the settings of the command that resumes it, so
@@ -267,8 +267,8 @@ def main(argv: list[str] | None = None) -> int:
                    help="applied to every trial")
     p.add_argument("--frames", type=float, default=1e7, help="frames per trial (default 1e7)")
     p.add_argument("--schedule-frames", type=float, default=SCHEDULE_FRAMES,
-                   help="frames over which the learning rate decays to 0 (default 4e7, the "
-                        "presets' protocol; a trial runs the first --frames of it)")
+                   help="frames over which the learning rate decays to 0 (default 4e7, Table "
+                        "7's protocol; a trial runs the first --frames of it)")
     p.add_argument("--games", nargs="+", default=list(GAMES), metavar="GAME")
     p.add_argument("--learners", nargs="+", default=list(PRESETS), choices=list(PRESETS))
     p.add_argument("--seeds", nargs="+", type=int, default=[0])
