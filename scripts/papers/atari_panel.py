@@ -5,10 +5,10 @@ Pong, Breakout, Boxing and Freeway for a frame budget and one or more seeds, thr
 compare`` (``scripts/compare.py``): an interrupted panel continues where it stopped when the
 same command is run again, and raising ``--frames`` extends finished trials. On 2 cores the
 trials run one at a time (``--max-concurrent 1``); each trial is a whole ``mira train`` run
-with its preset's runners. A trial runs the first ``--frames`` of its preset's 40M-frame
-protocol: the learning rate decays linearly over ``--schedule-frames`` (default 4e7, Table 7's
-protocol and ``ppo_atari.yaml``'s ``run.total_frames``; ``learner.optimizer.lr_decay_frames``), not over ``--frames``,
-so a 1e7 panel shows the start of the runs the references made, and extending it up to
+with its preset's runners. A trial runs the first ``--frames`` of a 40M-frame protocol: the
+learning rate decays linearly over ``--schedule-frames`` (default 4e7, Table 7's protocol and
+``ppo_atari.yaml``'s ``run.total_frames``; ``learner.optimizer.lr_decay_frames``), not over
+``--frames``, so a 1e7 panel shows the start of the runs the references made, and extending it up to
 ``--schedule-frames`` continues the same schedule (beyond it, the decay ends at ``--frames``
 and moves with it). A trial resumes with the settings of the command that resumes it, so
 keep ``--schedule-frames`` the same across the runs of one panel. The output directory then
