@@ -8,7 +8,8 @@
     update's cycle goes in it: the learner busy (of which making the batch), and waiting for
     a batch, beside a runner's unroll timed inside the runner and in bench's own process;
     and the machine's core time per step over (d)'s window by process (the learner, the
-    runners, this process, Ray's own processes, everything else: ``scripts/core_time.py``),
+    runners, evaluators, this process, Ray's own processes, everything else:
+    ``scripts/core_time.py``),
     whose sum beside (a) + (b) + (c) says how much extra core time a run spends, and where.
 
 (a)-(c) are measured on one core each, so ``1/a + 1/b + 1/c`` is the core-seconds one

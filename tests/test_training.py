@@ -288,7 +288,7 @@ def test_bench_measures_every_stage(tmp_path, capsys, learner):
     if os.path.isdir("/proc"):  # in-process runners: the run's core time is this process's
         assert cycle["core_s"]["this process"] > 0 and cycle["window_steps"] > 0
         assert re.search(r"core-ms per step by process: learner [\d.]+, runners [\d.]+, "
-                         r"this process [\d.]+, .* the \d+ cores \d+% busy", out)
+                         r"evaluators [\d.]+, this process [\d.]+, .* the \d+ cores \d+% busy", out)
 
 
 def test_bench_repeat_measures_each_round_against_its_own_limit(tmp_path, capsys):
