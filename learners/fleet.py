@@ -195,6 +195,15 @@ def make_evaluator(cfg, tasks: list[int], episodes: int, in_process: bool) -> Ev
                                       **gpu_options(0))(Evaluator).remote(**kwargs))
 
 
+def learner_threads(cfg) -> int:
+    """The learner's intra-op threads: ``runtime.learner_threads``, else one per CPU it reserves.
+
+    More than it reserves would fight the runners for cores while both work; a lock-step
+    preset, whose runners are parked while the learner updates, names 2 on 2 cores.
+    """
+    return cfg.runtime.learner_threads or max(1, int(cfg.runtime.learner_cpus))
+
+
 def learner_wants_gpu(cfg) -> bool:
     """Whether the learner reserves a GPU: with ``learner.device`` cuda, or auto on a GPU cluster.
 
@@ -284,9 +293,7 @@ class Fleet:
         process sees is the learner's.
         """
         cfg = self.cfg
-        # As many threads as CPUs reserved: more would fight the runners for cores
-        # (on 2 cores, 2 learner threads cut end-to-end throughput by ~10%: mira bench).
-        threads = cfg.runtime.learner_threads or max(1, int(cfg.runtime.learner_cpus))
+        threads = learner_threads(cfg)
         if cfg.runtime.num_runners == 0:
             return LearnerHandle(Learner(cfg, spec, threads), in_process=True)
         import ray

@@ -10,7 +10,10 @@
     and the machine's core time per step over (d)'s window by process (the learner, the
     runners, evaluators, this process, Ray's own processes, everything else:
     ``scripts/core_time.py``),
-    whose sum beside (a) + (b) + (c) says how much extra core time a run spends, and where.
+    whose sum beside (a) + (b) + (c) says how much extra core time a run spends, and where;
+    with a learner on several threads, (c) on those threads too. Then the core time beyond
+    the limit part by part (``limit_gap``): the learner's threads and the runner's own loop
+    measured alone, what the run adds to each, and the other processes.
 
 (a)-(c) are measured on one core each, so ``1/a + 1/b + 1/c`` is the core-seconds one
 agent step costs; with ``N`` cores the compute-bound limit is ``N / (1/a + 1/b + 1/c)``
@@ -199,6 +202,46 @@ def end_to_end_rate(cfg, seconds: float, cycle: dict | None = None) -> float:
     return (summary["frames"] - frames0) / max(time.time() - start, 1e-9) / fps_per_step
 
 
+def learner_cost(cfg, runner, seconds: float, threads: int) -> float:
+    """(c) on ``threads`` intra-op threads: core-ms per step (threads x wall time per step).
+
+    What the run's learner costs alone on its threads (``learners.fleet.learner_threads``),
+    against (c)'s one: the intra-op threads' share of the gap to the limit. An idle thread
+    spins between parallel regions (OpenMP's wait policy), so threads x wall is the core
+    time it holds.
+    """
+    if threads == 1:
+        return 1e3 / learner_rate(cfg, runner, seconds)
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        return 1e3 * threads / learner_rate(cfg, runner, seconds)
+    finally:
+        torch.set_num_threads(before)
+
+
+def limit_gap(limit_ms: dict[str, float], used_ms: dict[str, float]) -> dict[str, float]:
+    """Core-ms per step a run spends beyond the limit's (a) + (b) + (c), part by part.
+
+    ``limit_ms``: core-ms per step of ``env`` (a), ``inference`` (b), ``learner`` (c), the
+    ``learner_threads`` cost (c on the run's threads, ``learner_cost``) and ``rollout`` (a
+    runner's unroll in this process, per step); ``used_ms``: the run's core-ms per step by
+    process group (``scripts/core_time.py``'s). The parts sum to the run's core-ms per step
+    less the limit's: the learner's threads (alone), the learner in the run beyond that (Ray's
+    threads, hand-offs, the other processes' caches), the runner's own loop (buffers,
+    sampling, frame stacking beyond (a) + (b), alone), the runners in the run beyond that
+    (weights loaded, unrolls handed over), and every other group as it is.
+    """
+    parts = {
+        "the learner's threads": limit_ms["learner_threads"] - limit_ms["learner"],
+        "the learner in the run": used_ms["learner"] - limit_ms["learner_threads"],
+        "the runner's own loop": limit_ms["rollout"] - limit_ms["env"] - limit_ms["inference"],
+        "the runners in the run": used_ms["runners"] - limit_ms["rollout"],
+    }
+    parts.update((k, v) for k, v in used_ms.items() if k not in ("learner", "runners"))
+    return parts
+
+
 def print_core_time(cycle: dict, cores: int, limit_ms: float) -> None:
     """Print (d)'s core time per step by process group against the cores the window had.
 
@@ -213,6 +256,27 @@ def print_core_time(cycle: dict, cores: int, limit_ms: float) -> None:
     print(f"[bench]     core-ms per step by process: {parts}; in all {1e3 * total / steps:.3f} "
           f"against the limit's {limit_ms:.3f} (a + b + c); the {cores} cores "
           f"{100 * total / (cores * window):.0f}% busy", flush=True)
+
+
+def print_gap(cycle: dict, cores: int, limit_ms: dict[str, float], threads: int) -> dict:
+    """Print (d)'s core time beyond the limit part by part (``limit_gap``); returns the parts.
+
+    Also the share of the limit it implies: end to end is the cores' busy share times the
+    limit's core-ms per step over the run's, so a gap is idle cores or extra core time.
+    """
+    steps, window = cycle["window_steps"], cycle["window_s"]
+    used = {k: 1e3 * s / steps for k, s in cycle["core_s"].items()}
+    gap = limit_gap(limit_ms, used)
+    total = sum(used.values())
+    limit_sum = limit_ms["env"] + limit_ms["inference"] + limit_ms["learner"]
+    busy = total * steps / 1e3 / (cores * window)  # core-seconds used over those held
+    names = {"the learner's threads": f"the learner's {threads} thread{'s' * (threads > 1)} "
+             "(alone)", "the runner's own loop": "the runner's own loop (alone)"}
+    parts = ", ".join(f"{names.get(k, k)} {v:+.3f}" for k, v in gap.items())
+    print(f"[bench]     beyond the limit, core-ms per step: {parts}; so end to end = "
+          f"{100 * busy:.0f}% busy x {limit_sum:.3f} / {total:.3f} = "
+          f"{100 * busy * limit_sum / total:.0f}% of the limit", flush=True)
+    return gap
 
 
 def gpu_estimate(env: float, inference: float, gpu_learner: float,
@@ -286,6 +350,14 @@ def _bench_round(cfg, config_path: str, seconds: float, gpu_learner_rate: float,
     rollout = rollout_time(runner)
     c = learner_rate(cfg, runner, seconds)
     print(f"[bench] (c) learner update  {c:9.0f} steps/s  ({1e3 / c:.3f} core-ms/step)", flush=True)
+    from learners.fleet import learner_threads
+
+    threads = learner_threads(cfg)
+    threads_ms = learner_cost(cfg, runner, seconds, threads) if threads > 1 else 1e3 / c
+    if threads > 1:
+        print(f"[bench]     on the run's {threads} learner threads: {threads_ms:.3f} core-ms/step "
+              f"({threads * 1e3 / threads_ms:.0f} steps/s)", flush=True)
+    steps_per_unroll = cfg.learner.unroll_length * runner.B
     runner.close()
     cores = os.cpu_count() or 1
     limit = cores / (1 / a + 1 / b + 1 / c)
@@ -304,11 +376,15 @@ def _bench_round(cfg, config_path: str, seconds: float, gpu_learner_rate: float,
               f"{1e3 * cycle['batch_s']:.0f} ms; "
               f"a runner's unroll {1e3 * cycle['rollout_s']:.0f} ms inside the runner, "
               f"{1e3 * rollout:.0f} ms in this process", flush=True)
+    gap = {}
     if cycle.get("core_s"):
         print_core_time(cycle, cores, 1e3 / a + 1e3 / b + 1e3 / c)
+        gap = print_gap(cycle, cores, {"env": 1e3 / a, "inference": 1e3 / b, "learner": 1e3 / c,
+                                       "learner_threads": threads_ms,
+                                       "rollout": 1e3 * rollout / steps_per_unroll}, threads)
     print(f"[bench] compute-bound limit on {cores} cores: {limit:.0f} steps/s; "
           f"end to end reaches {100 * d / limit:.0f}% of it", flush=True)
     return {"env": a, "inference": b, "learner": c, "end_to_end": d, "limit": limit, "cores": cores,
-            "update_cycle": cycle,
+            "update_cycle": cycle, "limit_gap": gap,
             "runner_per_core": per_core, "gpu_learner_rate": gpu_learner_rate,
             "gpu_end_to_end": gpu}

@@ -63,3 +63,21 @@ def test_snapshot_charges_a_busy_child_its_core_time():
         assert by_group(before, now)["other processes"] >= grew - 0.02  # ticks of 10 ms
     finally:
         child.communicate(b"\n", timeout=10)
+
+
+def test_limit_gap_splits_the_core_time_beyond_the_limit_into_parts_that_sum_to_it():
+    from scripts.bench import limit_gap
+
+    limit = {"env": 0.27, "inference": 0.13, "learner": 0.74, "learner_threads": 0.89,
+             "rollout": 0.48}
+    used = dict.fromkeys(GROUPS, 0.0)
+    used.update({"learner": 0.92, "runners": 0.53, "Ray's own processes": 0.03,
+                 "this process": 0.01})
+    gap = limit_gap(limit, used)
+    assert gap["the learner's threads"] == pytest.approx(0.15)
+    assert gap["the learner in the run"] == pytest.approx(0.03)
+    assert gap["the runner's own loop"] == pytest.approx(0.08)
+    assert gap["the runners in the run"] == pytest.approx(0.05)
+    assert gap["Ray's own processes"] == 0.03 and "learner" not in gap
+    limit_sum = limit["env"] + limit["inference"] + limit["learner"]
+    assert sum(gap.values()) == pytest.approx(sum(used.values()) - limit_sum)

@@ -273,11 +273,15 @@ def test_bench_measures_every_stage(tmp_path, capsys, learner):
     from scripts.bench import run_bench
 
     overrides = [o for o in small_overrides(tmp_path) if not o.startswith("run.dir=")]
+    # lock-step PPO with a learner on 2 threads, as the Atari preset: (c) on them as well
+    threads = 2 if learner == "ppo" else 1
     figures = run_bench(str(ROOT / "configs/impala_minigrid.yaml"),
-                        overrides + [f"learner.name={learner}", "learner.minibatches=2"],
+                        overrides + [f"learner.name={learner}", "learner.minibatches=2",
+                                     f"runtime.learner_threads={threads}"],
                         seconds=0.3)
     assert all(figures[k] > 0 for k in ("env", "inference", "learner", "end_to_end", "limit"))
     out = capsys.readouterr().out
+    assert ("on the run's 2 learner threads" in out) == (threads == 2)
     assert "(d) end to end" in out and "compute-bound limit" in out
     cycle = figures["update_cycle"]
     assert cycle["updates"] >= 1 and cycle["update_s"] > 0 and cycle["wait_s"] >= 0
@@ -289,6 +293,13 @@ def test_bench_measures_every_stage(tmp_path, capsys, learner):
         assert cycle["core_s"]["this process"] > 0 and cycle["window_steps"] > 0
         assert re.search(r"core-ms per step by process: learner [\d.]+, runners [\d.]+, "
                          r"evaluators [\d.]+, this process [\d.]+, .* the \d+ cores \d+% busy", out)
+        # the same core time beyond the limit, part by part, and the share it implies
+        assert re.search(r"beyond the limit, core-ms per step: the learner's \d threads? \(alone\) "
+                         r"[-+][\d.]+, the learner in the run [-+][\d.]+, .* so end to end = "
+                         r"\d+% busy x [\d.]+ / [\d.]+ = \d+% of the limit", out)
+        limit_ms = sum(1e3 / figures[k] for k in ("env", "inference", "learner"))
+        used_ms = 1e3 * sum(cycle["core_s"].values()) / cycle["window_steps"]
+        assert sum(figures["limit_gap"].values()) == pytest.approx(used_ms - limit_ms)
 
 
 def test_bench_repeat_measures_each_round_against_its_own_limit(tmp_path, capsys):
