@@ -11,9 +11,9 @@
     runners, evaluators, this process, Ray's own processes, everything else:
     ``scripts/core_time.py``),
     whose sum beside (a) + (b) + (c) says how much extra core time a run spends, and where;
-    with a learner on several threads, (c) on those threads too. Then the core time beyond
-    the limit part by part (``limit_gap``): the learner's threads and the runner's own loop
-    measured alone, what the run adds to each, and the other processes.
+    with a CPU learner on several threads, (c) on those threads too. Then, for a CPU learner,
+    the core time beyond the limit part by part (``limit_gap``): the learner's threads and
+    the runner's own loop measured alone, what the run adds to each, and the other processes.
 
 (a)-(c) are measured on one core each, so ``1/a + 1/b + 1/c`` is the core-seconds one
 agent step costs; with ``N`` cores the compute-bound limit is ``N / (1/a + 1/b + 1/c)``
@@ -351,10 +351,14 @@ def _bench_round(cfg, config_path: str, seconds: float, gpu_learner_rate: float,
     c = learner_rate(cfg, runner, seconds)
     print(f"[bench] (c) learner update  {c:9.0f} steps/s  ({1e3 / c:.3f} core-ms/step)", flush=True)
     from learners.fleet import learner_threads
+    from learners.learner import resolve_device
 
+    # A CPU learner's cost is core time; a GPU learner's (c) is the device's rate, not a
+    # core's, so its threads and the gap part by part are not measured.
+    on_cpu = resolve_device(cfg.learner.device).type == "cpu"
     threads = learner_threads(cfg)
-    threads_ms = learner_cost(cfg, runner, seconds, threads) if threads > 1 else 1e3 / c
-    if threads > 1:
+    threads_ms = learner_cost(cfg, runner, seconds, threads) if threads > 1 and on_cpu else 1e3 / c
+    if threads > 1 and on_cpu:
         print(f"[bench]     on the run's {threads} learner threads: {threads_ms:.3f} core-ms/step "
               f"({threads * 1e3 / threads_ms:.0f} steps/s)", flush=True)
     steps_per_unroll = cfg.learner.unroll_length * runner.B
@@ -379,6 +383,7 @@ def _bench_round(cfg, config_path: str, seconds: float, gpu_learner_rate: float,
     gap = {}
     if cycle.get("core_s"):
         print_core_time(cycle, cores, 1e3 / a + 1e3 / b + 1e3 / c)
+    if cycle.get("core_s") and on_cpu:
         gap = print_gap(cycle, cores, {"env": 1e3 / a, "inference": 1e3 / b, "learner": 1e3 / c,
                                        "learner_threads": threads_ms,
                                        "rollout": 1e3 * rollout / steps_per_unroll}, threads)
