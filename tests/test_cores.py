@@ -533,3 +533,17 @@ def test_alstm_parameter_matched_setting_documented_in_the_readme():
     lstm, alstm = CORES.get("lstm")(263), CORES.get("alstm")(263, hidden_size=204)
     assert count(lstm) == 533_504 and abs(count(alstm) / count(lstm) - 1) < 0.011
     assert count(CORES.get("alstm")(263)) == 718_048  # the defaults: +35%
+
+
+def test_lstm_orthogonal_init_has_orthogonal_weights_and_zero_biases():
+    from agents.cores.lstm import LSTMCore
+
+    torch.manual_seed(0)
+    core = LSTMCore(263, hidden_size=64, init="orthogonal")
+    for w in (core.cell.weight_ih, core.cell.weight_hh):  # [4H, D]: orthonormal rows or columns
+        gram = w.T @ w if w.shape[0] >= w.shape[1] else w @ w.T
+        assert torch.allclose(gram, torch.eye(min(w.shape)), atol=1e-5)
+    assert not core.cell.bias_ih.any() and not core.cell.bias_hh.any()
+    assert LSTMCore(263, hidden_size=64).cell.bias_ih.any()  # torch's default keeps its biases
+    with pytest.raises(ValueError, match="core_options.init must be one of torch, orthogonal"):
+        LSTMCore(263, init="xavier")

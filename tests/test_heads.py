@@ -177,3 +177,23 @@ def test_multiplicative_head_matches_the_paper_written_out_step_by_step(context)
                 f += sum(c[i] * float(W[i, j, k] * x[j]) for i in range(len(c)) for j in range(H))
                 got = (logits[t, n, k] if k < A else value[t, n]).detach()
                 assert abs(float(got) - f) < 1e-4 * max(1.0, abs(f)), (t, n, k)
+
+
+def test_linear_head_orthogonal_init_starts_uniform_with_a_unit_value_layer():
+    from agents.heads.linear import LinearHead
+
+    torch.manual_seed(0)
+    head = LinearHead(256, 6, init="orthogonal")
+    # orthogonal rows of norm 0.01 for the logits, 1 for the value; zero biases
+    assert torch.allclose(head.policy.weight.norm(dim=1), torch.full((6,), 0.01), atol=1e-6)
+    assert torch.allclose(head.value.weight.norm(), torch.tensor(1.0), atol=1e-6)
+    gram = head.policy.weight @ head.policy.weight.T
+    assert torch.allclose(gram, 1e-4 * torch.eye(6), atol=1e-9)
+    assert not head.policy.bias.any() and not head.value.bias.any()
+    h = torch.tanh(torch.randn(5, 3, 256))  # an LSTM's output lies in (-1, 1)
+    logits, _ = head(h)
+    probs = torch.softmax(logits, -1)
+    assert (probs - 1 / 6).abs().max() < 0.01  # the first policy is uniform
+    torch.manual_seed(0)
+    default = LinearHead(256, 6)
+    assert default.policy.weight.norm(dim=1).min() > 0.1 and default.policy.bias.any()

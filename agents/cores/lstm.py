@@ -12,13 +12,14 @@ from __future__ import annotations
 import contextlib
 import warnings
 from dataclasses import dataclass
+from typing import Literal
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 from agents.cores.contract import CORES, State, mask_state
-from agents.registry import typed_options
+from agents.registry import check_choices, typed_options
 
 _CUDNN_PACKS = "RNN module weights are not part of single contiguous chunk"
 
@@ -31,6 +32,12 @@ class LSTMConfig:
     # an unroll through PyTorch's fused LSTM between episode starts; false steps the cell's
     # equations in a loop (the same gates up to float rounding, slower to train on CPU)
     fused: bool = True
+    # the cell's weights: torch (nn.LSTMCell's U(-1/sqrt H, 1/sqrt H), biases too) or
+    # orthogonal (each weight matrix orthogonal, gain 1; zero biases: CleanRL's PPO-LSTM)
+    init: Literal["torch", "orthogonal"] = "torch"
+
+    def __post_init__(self):
+        check_choices(self, "agent.core_options.")
 
 
 @CORES.register("lstm")
@@ -45,6 +52,11 @@ class LSTMCore(nn.Module):
         self.config = cfg = typed_options(LSTMConfig, config, options)
         self.cell = nn.LSTMCell(input_size, cfg.hidden_size)
         self.output_size = cfg.hidden_size
+        if cfg.init == "orthogonal":
+            for weight in (self.cell.weight_ih, self.cell.weight_hh):
+                nn.init.orthogonal_(weight, gain=1.0)  # the [4H, D] matrix as one
+            for bias in (self.cell.bias_ih, self.cell.bias_hh):
+                nn.init.zeros_(bias)
 
     def initial_state(self, batch_size: int, device=None) -> State:
         """Zero ``(h, c)``, each ``[B, hidden_size]`` in the cell's dtype."""
