@@ -48,11 +48,13 @@ def test_impala_lstm_learns_breakout_on_the_vector_env(tmp_path):
     # does not learn fails: 2.5 is about twice that level and 1.1 below the lowest seed. Seed
     # 0's in-process, lock-step run was observed to repeat (7.27 here and in `mira train`),
     # though run.deterministic is off. Without the preset's warmup over 512,000 frames, as
-    # those seeds ran: a 5e5-frame run would spend all of it warming up.
+    # those seeds ran (a 5e5-frame run would spend all of it warming up), and with PyTorch's
+    # initialisation of the core and head, as they ran.
     cfg = load_config(ROOT / "configs/impala_atari.yaml", [
         f"run.dir={tmp_path / 'breakout'}", "env.game=Breakout", "run.total_frames=500000",
         "runtime.num_runners=0", "runtime.envs_per_runner=8",
         "learner.optimizer.lr_warmup_frames=0",
+        "agent.core_options.init=torch", "agent.head_options.init=torch",
     ])
     summary = Trainer(cfg, RunDir.create(cfg, None), quiet=True).train()
     assert summary["episode_return_mean"] >= 2.5, summary
