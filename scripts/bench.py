@@ -210,8 +210,6 @@ def learner_cost(cfg, runner, seconds: float, threads: int) -> float:
     spins between parallel regions (OpenMP's wait policy), so threads x wall is the core
     time it holds.
     """
-    if threads == 1:
-        return 1e3 / learner_rate(cfg, runner, seconds)
     before = torch.get_num_threads()
     torch.set_num_threads(threads)
     try:
