@@ -69,6 +69,12 @@ def test_rims_study_uses_the_paper_widths(tmp_path, capsys):
     assert by_core["lstm"].hidden_size == 256
     assert (by_core["rims"].num_units, by_core["rims"].unit_size,
             by_core["rims"].k_active) == (6, 42, 5)
+    # With IMPALA's preset (an orthogonal LSTM) the LSTM arm starts as RIMs do, from its defaults.
+    assert atari_panel.main(["--dry-run", "--learners", "impala", "--games", "Pong",
+                             "--cores", "lstm", "rims", "--out", str(tmp_path / "i")]) == 0
+    _, trials, _ = load_spec(tmp_path / "i" / "panel_compare.yaml")
+    by_core = {t.cfg.agent.core: t.cfg.agent.core_options for t in trials}
+    assert by_core["lstm"].init == "torch"
 
 
 def test_report_shows_unfinished_and_finished_trials(tmp_path, capsys):

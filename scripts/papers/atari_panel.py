@@ -34,7 +34,8 @@ own column of Table 7 (LSTM-PPO or RIMs-PPO). RIMs run with k_A = 5 of 6 RIMs, a
 (appendix D.8, Figure 18; the PPO Atari agent then has 2.27M and 2.17M parameters); without
 it each core keeps mira's widths, a parameter match at about half the cost: LSTM 256
 against 6 RIMs of 42 (252), 1.21M and 1.23M parameters (cores 534k and 551k; before RIMs
-gated their communication, 1.20M and 518k).
+gated their communication, 1.20M and 518k). Each core starts from its own options and
+initialisation (PyTorch's for the LSTM), whatever the preset sets for its LSTM.
 
     python -m scripts.papers.atari_panel --frames 1e7   # both presets, 4 games, seed 0
     python -m scripts.papers.atari_panel --learners impala --seeds 0 1 --frames 2e7
@@ -103,9 +104,9 @@ def compare_file(out: Path, frames: float, games, learners, seeds, overrides: li
     if cores:
         options = {c: {**TABLE7_OPTIONS[c], **(PAPER_WIDTHS[c] if paper_widths else {})}
                    for c in cores}
-        spec["variants"] = [{"agent.core": c,
-                             **({"agent.core_options": options[c]} if options[c] else {})}
-                            for c in cores]
+        # the whole mapping, even empty: every core starts from its own options, so the
+        # IMPALA preset's orthogonal LSTM initialisation does not reach the LSTM arm alone
+        spec["variants"] = [{"agent.core": c, "agent.core_options": options[c]} for c in cores]
     out.mkdir(parents=True, exist_ok=True)
     path = out / "panel_compare.yaml"
     path.write_text(yaml.safe_dump(spec, sort_keys=False))
