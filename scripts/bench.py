@@ -13,7 +13,8 @@
     whose sum beside (a) + (b) + (c) says how much extra core time a run spends, and where;
     with a CPU learner on several threads, (c) on those threads too. Then, for a CPU learner,
     the core time beyond the limit part by part (``limit_gap``): the learner's threads and
-    the runner's own loop measured alone, what the run adds to each, and the other processes.
+    the runner's own loop measured alone, what the run adds to each, and the other processes;
+    and the share of the limit the first two alone leave to a run (``parts_ceiling``).
 
 (a)-(c) are measured on one core each, so ``1/a + 1/b + 1/c`` is the core-seconds one
 agent step costs; with ``N`` cores the compute-bound limit is ``N / (1/a + 1/b + 1/c)``
@@ -240,6 +241,21 @@ def limit_gap(limit_ms: dict[str, float], used_ms: dict[str, float]) -> dict[str
     return parts
 
 
+def parts_ceiling(limit_sum: float, gap: dict[str, float]) -> float:
+    """The largest share of the limit a run whose learner works on its threads can reach.
+
+    ``limit_sum``: the limit's (a) + (b) + (c) in core-ms per step; ``gap``: ``limit_gap``'s
+    parts. The limit counts the learner at its one-thread cost and a runner at (a) + (b);
+    measured alone, the learner on the run's threads and the runner's whole unroll cost more
+    (the first two measured parts). With the cores always busy and nothing else taking core
+    time (no hand-offs, no Ray, no interference), end to end is the limit times
+    ``limit_sum / (limit_sum + those two)``: the share no layout passes that runs the learner
+    on those threads and the runners' unrolls as measured.
+    """
+    alone = sum(max(gap[k], 0.0) for k in ("the learner's threads", "the runner's own loop"))
+    return limit_sum / (limit_sum + alone)
+
+
 def print_core_time(cycle: dict, cores: int, limit_ms: float) -> None:
     """Print (d)'s core time per step by process group against the cores the window had.
 
@@ -274,6 +290,10 @@ def print_gap(cycle: dict, cores: int, limit_ms: dict[str, float], threads: int)
     print(f"[bench]     beyond the limit, core-ms per step: {parts}; so end to end = "
           f"{100 * busy:.0f}% busy x {limit_sum:.3f} / {total:.3f} = "
           f"{100 * busy * limit_sum / total:.0f}% of the limit", flush=True)
+    print(f"[bench]     measured alone, the learner on {threads} thread{'s' * (threads > 1)} and "
+          "the runner's own loop cap a run of these parts at "
+          f"{100 * parts_ceiling(limit_sum, gap):.0f}% of the limit (no hand-offs, no Ray, "
+          "the cores always busy)", flush=True)
     return gap
 
 

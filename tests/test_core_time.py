@@ -81,3 +81,16 @@ def test_limit_gap_splits_the_core_time_beyond_the_limit_into_parts_that_sum_to_
     assert gap["Ray's own processes"] == 0.03 and "learner" not in gap
     limit_sum = limit["env"] + limit["inference"] + limit["learner"]
     assert sum(gap.values()) == pytest.approx(sum(used.values()) - limit_sum)
+
+
+def test_parts_ceiling_counts_only_the_costs_measured_alone():
+    from scripts.bench import parts_ceiling
+
+    gap = {"the learner's threads": 0.15, "the learner in the run": 0.03,
+           "the runner's own loop": 0.08, "the runners in the run": 0.05,
+           "Ray's own processes": 0.03}
+    # 1.14 core-ms a step at the limit; the two parts alone add 0.23
+    assert parts_ceiling(1.14, gap) == pytest.approx(1.14 / 1.37)
+    # a part that came out negative (timing noise) does not raise the ceiling above 1
+    assert parts_ceiling(1.0, {**gap, "the learner's threads": -0.02,
+                               "the runner's own loop": 0.0}) == 1.0
