@@ -317,7 +317,9 @@ def run_bench(config_path: str, overrides: list[str], seconds: float = 20.0,
     implies with a GPU learner of ``gpu_learner_rate`` steps/s (``gpu_end_to_end``, keyed by
     runner cores; None: ``GPU_LEARNER_RATE``). ``repeat``: measure (a)-(d) that many times
     in a row, each round against its own limit, and print the spread of the share; the
-    figures returned are the last round's, with every round's share in ``shares``.
+    figures returned are the last round's, with every round's share in ``shares``. For a CPU
+    learner also the core time beyond the limit by part (``limit_gap``) and the ceiling the
+    parts measured alone set (``parts_ceiling``, a share of the limit; None where not measured).
     """
     gpu_learner_rate = GPU_LEARNER_RATE if gpu_learner_rate is None else gpu_learner_rate
     from learners.config import ConfigError, load_config
@@ -409,5 +411,6 @@ def _bench_round(cfg, config_path: str, seconds: float, gpu_learner_rate: float,
           f"end to end reaches {100 * d / limit:.0f}% of it", flush=True)
     return {"env": a, "inference": b, "learner": c, "end_to_end": d, "limit": limit, "cores": cores,
             "update_cycle": cycle, "limit_gap": gap,
+            "parts_ceiling": parts_ceiling(1e3 / a + 1e3 / b + 1e3 / c, gap) if gap else None,
             "runner_per_core": per_core, "gpu_learner_rate": gpu_learner_rate,
             "gpu_end_to_end": gpu}

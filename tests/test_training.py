@@ -298,6 +298,7 @@ def test_bench_measures_every_stage(tmp_path, capsys, learner):
                          r"[-+][\d.]+, the learner in the run [-+][\d.]+, .* so end to end = "
                          r"\d+% busy x [\d.]+ / [\d.]+ = \d+% of the limit", out)
         assert re.search(r"cap a run of these parts at \d+% of the limit", out)
+        assert 0 < figures["parts_ceiling"] <= 1
         limit_ms = sum(1e3 / figures[k] for k in ("env", "inference", "learner"))
         used_ms = 1e3 * sum(cycle["core_s"].values()) / cycle["window_steps"]
         assert sum(figures["limit_gap"].values()) == pytest.approx(used_ms - limit_ms)
