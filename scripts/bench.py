@@ -272,8 +272,11 @@ def print_core_time(cycle: dict, cores: int, limit_ms: float) -> None:
           f"{100 * total / (cores * window):.0f}% busy", flush=True)
 
 
-def print_gap(cycle: dict, cores: int, limit_ms: dict[str, float], threads: int) -> dict:
-    """Print (d)'s core time beyond the limit part by part (``limit_gap``); returns the parts.
+def print_gap(cycle: dict, cores: int, limit_ms: dict[str, float],
+              threads: int) -> tuple[dict, float]:
+    """Print (d)'s core time beyond the limit part by part, and the parts' ceiling; returns both.
+
+    The parts are ``limit_gap``'s, the ceiling ``parts_ceiling``'s.
 
     Also the share of the limit it implies: end to end is the cores' busy share times the
     limit's core-ms per step over the run's, so a gap is idle cores or extra core time.
@@ -290,11 +293,11 @@ def print_gap(cycle: dict, cores: int, limit_ms: dict[str, float], threads: int)
     print(f"[bench]     beyond the limit, core-ms per step: {parts}; so end to end = "
           f"{100 * busy:.0f}% busy x {limit_sum:.3f} / {total:.3f} = "
           f"{100 * busy * limit_sum / total:.0f}% of the limit", flush=True)
+    ceiling = parts_ceiling(limit_sum, gap)
     print(f"[bench]     measured alone, the learner on {threads} thread{'s' * (threads > 1)} and "
-          "the runner's own loop cap a run of these parts at "
-          f"{100 * parts_ceiling(limit_sum, gap):.0f}% of the limit (no hand-offs, no Ray, "
-          "the cores always busy)", flush=True)
-    return gap
+          f"the runner's own loop cap a run of these parts at {100 * ceiling:.0f}% of the limit "
+          "(no hand-offs, no Ray, the cores always busy)", flush=True)
+    return gap, ceiling
 
 
 def gpu_estimate(env: float, inference: float, gpu_learner: float,
@@ -400,17 +403,17 @@ def _bench_round(cfg, config_path: str, seconds: float, gpu_learner_rate: float,
               f"{1e3 * cycle['batch_s']:.0f} ms; "
               f"a runner's unroll {1e3 * cycle['rollout_s']:.0f} ms inside the runner, "
               f"{1e3 * rollout:.0f} ms in this process", flush=True)
-    gap = {}
+    gap, ceiling = {}, None
     if cycle.get("core_s"):
         print_core_time(cycle, cores, 1e3 / a + 1e3 / b + 1e3 / c)
     if cycle.get("core_s") and on_cpu:
-        gap = print_gap(cycle, cores, {"env": 1e3 / a, "inference": 1e3 / b, "learner": 1e3 / c,
-                                       "learner_threads": threads_ms,
-                                       "rollout": 1e3 * rollout / steps_per_unroll}, threads)
+        gap, ceiling = print_gap(cycle, cores, {
+            "env": 1e3 / a, "inference": 1e3 / b, "learner": 1e3 / c,
+            "learner_threads": threads_ms, "rollout": 1e3 * rollout / steps_per_unroll}, threads)
     print(f"[bench] compute-bound limit on {cores} cores: {limit:.0f} steps/s; "
           f"end to end reaches {100 * d / limit:.0f}% of it", flush=True)
     return {"env": a, "inference": b, "learner": c, "end_to_end": d, "limit": limit, "cores": cores,
             "update_cycle": cycle, "limit_gap": gap,
-            "parts_ceiling": parts_ceiling(1e3 / a + 1e3 / b + 1e3 / c, gap) if gap else None,
+            "parts_ceiling": ceiling,
             "runner_per_core": per_core, "gpu_learner_rate": gpu_learner_rate,
             "gpu_end_to_end": gpu}
