@@ -154,9 +154,10 @@ def learner_rate(cfg, runner, seconds: float) -> float:
 def end_to_end_rate(cfg, seconds: float, cycle: dict | None = None) -> float:
     """(d) Agent steps/s of ``mira train`` itself, run in a temporary directory.
 
-    Frames are counted over ``seconds`` after a warm-up of ``seconds / 4`` and divided by the
-    frames per agent step; periodic checkpoints and progress logs are off (the run still writes
-    its final checkpoint). Runs a copy of ``cfg`` with those ``run`` settings. ``cycle``, if
+    Frames are counted over ``seconds`` (longer if no update has landed in them yet) after a
+    warm-up of ``seconds / 4`` and a first update, and divided by the frames per agent step;
+    periodic checkpoints and progress logs are off (the run still writes its final
+    checkpoint). Runs a copy of ``cfg`` with those ``run`` settings. ``cycle``, if
     given, receives where an update's time went over the whole run (warm-up included): the
     learner's mean ``update_s`` and the mean time it waited for a batch before each update
     (``wait_s``; in lock-step, the runners' part of the cycle), and ``updates``; and where
@@ -179,12 +180,15 @@ def end_to_end_rate(cfg, seconds: float, cycle: dict | None = None) -> float:
     cores: dict = {}
 
     def timed(t) -> bool:
+        # The window opens after the warm-up and a first update, and closes after ``seconds``
+        # and at least one more update: on a loaded machine, or where one update takes
+        # longer than ``seconds``, it stretches rather than count no steps.
         nonlocal start, frames0
         now = time.time()
-        if frames0 == 0 and now - start >= warm:
+        if frames0 == 0 and now - start >= warm and t.frames > 0:
             cores["before"] = core_time.snapshot()
-            start, frames0 = now, max(t.frames, 1)
-        done = bool(frames0) and now - start >= seconds
+            start, frames0 = now, t.frames
+        done = bool(frames0) and now - start >= seconds and t.frames > frames0
         if done:
             cores.update(after=core_time.snapshot(), window_s=now - start,
                          window_steps=(t.frames - frames0) / fps_per_step)
