@@ -12,9 +12,10 @@
     ``scripts/core_time.py``),
     whose sum beside (a) + (b) + (c) says how much extra core time a run spends, and where;
     with a CPU learner on several threads, (c) on those threads too. Then, for a CPU learner,
-    the core time beyond the limit part by part (``limit_gap``): the learner's threads and
-    the runner's own loop measured alone, what the run adds to each, and the other processes;
-    and the share of the limit the first two alone leave to a run (``parts_ceiling``).
+    the core time beyond the limit part by part (``core_time.limit_gap``): the learner's
+    threads and the runner's own loop measured alone, what the run adds to each, and the other
+    processes; and the share of the limit the first two alone leave to a run
+    (``core_time.parts_ceiling``).
 
 (a)-(c) are measured on one core each, so ``1/a + 1/b + 1/c`` is the core-seconds one
 agent step costs; with ``N`` cores the compute-bound limit is ``N / (1/a + 1/b + 1/c)``
@@ -223,87 +224,6 @@ def learner_cost(cfg, runner, seconds: float, threads: int) -> float:
         torch.set_num_threads(before)
 
 
-def limit_gap(limit_ms: dict[str, float], used_ms: dict[str, float]) -> dict[str, float]:
-    """Core-ms per step a run spends beyond the limit's (a) + (b) + (c), part by part.
-
-    ``limit_ms``: core-ms per step of ``env`` (a), ``inference`` (b), ``learner`` (c), the
-    ``learner_threads`` cost (c on the run's threads, ``learner_cost``) and ``rollout`` (a
-    runner's unroll in this process, per step); ``used_ms``: the run's core-ms per step by
-    process group (``scripts/core_time.py``'s). The parts sum to the run's core-ms per step
-    less the limit's: the learner's threads (alone), the learner in the run beyond that (Ray's
-    threads, hand-offs, the other processes' caches), the runner's own loop (buffers,
-    sampling, frame stacking beyond (a) + (b), alone), the runners in the run beyond that
-    (weights loaded, unrolls handed over), and every other group as it is.
-    """
-    parts = {
-        "the learner's threads": limit_ms["learner_threads"] - limit_ms["learner"],
-        "the learner in the run": used_ms["learner"] - limit_ms["learner_threads"],
-        "the runner's own loop": limit_ms["rollout"] - limit_ms["env"] - limit_ms["inference"],
-        "the runners in the run": used_ms["runners"] - limit_ms["rollout"],
-    }
-    parts.update((k, v) for k, v in used_ms.items() if k not in ("learner", "runners"))
-    return parts
-
-
-def parts_ceiling(limit_sum: float, gap: dict[str, float]) -> float:
-    """The largest share of the limit a run whose learner works on its threads can reach.
-
-    ``limit_sum``: the limit's (a) + (b) + (c) in core-ms per step; ``gap``: ``limit_gap``'s
-    parts. The limit counts the learner at its one-thread cost and a runner at (a) + (b);
-    measured alone, the learner on the run's threads and the runner's whole unroll cost more
-    (the first two measured parts). With the cores always busy and nothing else taking core
-    time (no hand-offs, no Ray, no interference), end to end is the limit times
-    ``limit_sum / (limit_sum + those two)``: the share no layout passes that runs the learner
-    on those threads and the runners' unrolls as measured.
-    """
-    alone = sum(max(gap[k], 0.0) for k in ("the learner's threads", "the runner's own loop"))
-    return limit_sum / (limit_sum + alone)
-
-
-def print_core_time(cycle: dict, cores: int, limit_ms: float) -> None:
-    """Print (d)'s core time per step by process group against the cores the window had.
-
-    ``limit_ms``: the core-ms one step costs in the limit's sum, (a) + (b) + (c); the
-    groups' sum beyond it is the extra core time a run spends, and the cores' idle share
-    the time no process used.
-    """
-    steps, window = cycle["window_steps"], cycle["window_s"]
-    used = cycle["core_s"]
-    parts = ", ".join(f"{name} {1e3 * s / steps:.3f}" for name, s in used.items())
-    total = sum(used.values())
-    print(f"[bench]     core-ms per step by process: {parts}; in all {1e3 * total / steps:.3f} "
-          f"against the limit's {limit_ms:.3f} (a + b + c); the {cores} cores "
-          f"{100 * total / (cores * window):.0f}% busy", flush=True)
-
-
-def print_gap(cycle: dict, cores: int, limit_ms: dict[str, float],
-              threads: int) -> tuple[dict, float]:
-    """Print (d)'s core time beyond the limit part by part, and the parts' ceiling; returns both.
-
-    The parts are ``limit_gap``'s, the ceiling ``parts_ceiling``'s.
-
-    Also the share of the limit it implies: end to end is the cores' busy share times the
-    limit's core-ms per step over the run's, so a gap is idle cores or extra core time.
-    """
-    steps, window = cycle["window_steps"], cycle["window_s"]
-    used = {k: 1e3 * s / steps for k, s in cycle["core_s"].items()}
-    gap = limit_gap(limit_ms, used)
-    total = sum(used.values())
-    limit_sum = limit_ms["env"] + limit_ms["inference"] + limit_ms["learner"]
-    busy = total * steps / 1e3 / (cores * window)  # core-seconds used over those held
-    names = {"the learner's threads": f"the learner's {threads} thread{'s' * (threads > 1)} "
-             "(alone)", "the runner's own loop": "the runner's own loop (alone)"}
-    parts = ", ".join(f"{names.get(k, k)} {v:+.3f}" for k, v in gap.items())
-    print(f"[bench]     beyond the limit, core-ms per step: {parts}; so end to end = "
-          f"{100 * busy:.0f}% busy x {limit_sum:.3f} / {total:.3f} = "
-          f"{100 * busy * limit_sum / total:.0f}% of the limit", flush=True)
-    ceiling = parts_ceiling(limit_sum, gap)
-    print(f"[bench]     measured alone, the learner on {threads} thread{'s' * (threads > 1)} and "
-          f"the runner's own loop cap a run of these parts at {100 * ceiling:.0f}% of the limit "
-          "(no hand-offs, no Ray, the cores always busy)", flush=True)
-    return gap, ceiling
-
-
 def gpu_estimate(env: float, inference: float, gpu_learner: float,
                  runner_cores: tuple[int, ...] = RUNNER_CORES) -> tuple[float, dict[int, float]]:
     """Steps/s of one runner core and, per runner-core count, the end-to-end rate it implies.
@@ -407,6 +327,8 @@ def _bench_round(cfg, config_path: str, seconds: float, gpu_learner_rate: float,
               f"{1e3 * cycle['batch_s']:.0f} ms; "
               f"a runner's unroll {1e3 * cycle['rollout_s']:.0f} ms inside the runner, "
               f"{1e3 * rollout:.0f} ms in this process", flush=True)
+    from scripts.core_time import print_core_time, print_gap
+
     gap, ceiling = {}, None
     if cycle.get("core_s"):
         print_core_time(cycle, cores, 1e3 / a + 1e3 / b + 1e3 / c)
