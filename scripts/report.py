@@ -29,7 +29,7 @@ import numpy as np
 
 from envs import statistics as st
 from learners.logbook import duration
-from scripts import health, publish, records, results_csv
+from scripts import health, plan_sections, publish, records, results_csv
 from scripts import plan as plan_mod
 from scripts import trials as trials_mod
 from scripts.curves import learning_curve
@@ -275,7 +275,7 @@ def markdown(res: dict) -> str:
     if res["pbt"]:
         lines += ["PBT was on: seeds of one variant exchanged weights, so they are not independent "
                   "runs and the CIs understate the uncertainty.", ""]
-    lines += plan_mod.markdown(res)
+    lines += plan_sections.markdown(res)
     lines += ["## Variants", "",
               f"| variant | {agg} | 95% CI | seeds | frames (mean) | "
               "wall time (mean) | parameters |",

@@ -3,6 +3,7 @@
 import pytest
 
 from scripts import plan as plan_mod
+from scripts import plan_sections
 
 
 def test_the_plan_is_kept_as_first_seen_and_later_changes_are_dated(tmp_path):
@@ -20,7 +21,7 @@ def test_the_plan_is_kept_as_first_seen_and_later_changes_are_dated(tmp_path):
     assert change["after_report"] and change["what"] == ["variants added: ['c']",
                                                           "frames raised 100 -> 200"]
     assert state["plan"] == first
-    lines = "\n".join(plan_mod.markdown({"plan": state, "primary": []}))
+    lines = "\n".join(plan_sections.markdown({"plan": state, "primary": []}))
     assert "**Unplanned looks**" in lines and "variants added" in lines
     assert "changed before any report" in lines and "seeds added: [3, 4] (3 -> 5)" in lines
     # the primary table names the null it tests: 0.5 for win, 0 for difference
@@ -29,7 +30,7 @@ def test_the_plan_is_kept_as_first_seen_and_later_changes_are_dated(tmp_path):
         plan = plan_mod.PlanSpec(pairs=[["a", "b"]], bounds=[0, 1], statistic=statistic)
         primary = plan_mod.primary_intervals(
             plan, {v: {s: x for s in range(9)} for v, x in scores.items()}, list(range(9)))
-        text = "\n".join(plan_mod.markdown({"plan": state, "primary": primary}))
+        text = "\n".join(plan_sections.markdown({"plan": state, "primary": primary}))
         assert f"| excludes {null} |" in text and "| yes |" in text
         assert f"Decided: every primary interval excludes {null} (no difference)." in text
     # a partly decided study says how many of its pairs are decided
@@ -37,7 +38,7 @@ def test_the_plan_is_kept_as_first_seen_and_later_changes_are_dated(tmp_path):
     primary = plan_mod.primary_intervals(
         plan, {"a": {s: 9.0 for s in range(12)}, "b": {s: 1.0 for s in range(12)},
                "c": {0: 1.0, 1: 1.0}}, list(range(12)))
-    text = "\n".join(plan_mod.markdown({"plan": state, "primary": primary}))
+    text = "\n".join(plan_sections.markdown({"plan": state, "primary": primary}))
     assert "Not decided: 1 of 2 primary intervals exclude 0.5 (no difference)" in text
 
 
@@ -53,7 +54,7 @@ def test_after_a_dated_change_the_report_states_the_level_and_score_its_interval
     assert state["plan"]["alpha"] == 0.05 and state["changes"][-1]["after_report"]
     primary = plan_mod.primary_intervals(now, {"a": {0: 0.9, 1: 0.8}, "b": {0: 0.1, 1: 0.2}},
                                          [0, 1])
-    text = "\n".join(plan_mod.markdown({"plan": state, "primary": primary}))
+    text = "\n".join(plan_sections.markdown({"plan": state, "primary": primary}))
     assert "Level 1 - 0.1/1 each" in text and "with probability 0.90" in text, text
     assert "the last-100 training return's mean" in text, text
 
@@ -77,7 +78,7 @@ def test_scores_outside_the_bounds_are_counted_and_said_in_the_report(tmp_path):
     assert "3 of 6 scores outside plan.bounds" in plan_mod.interval_lines([row])[0]
     state = plan_mod.register(tmp_path, plan_mod.record(plan, [0, 1, 2], {"a": 1, "b": 1}, 1))
     assert "3 of 6 scores lay outside plan.bounds [0, 10]" in "\n".join(
-        plan_mod.markdown({"plan": state, "primary": [row]}))
+        plan_sections.markdown({"plan": state, "primary": [row]}))
     (inside,) = plan_mod.primary_intervals(plan, {"a": {0: 9.0}, "b": {0: 1.0}}, [0])
     assert inside["clipped"] == 0 and "outside" not in plan_mod.interval_lines([inside])[0]
 
@@ -89,7 +90,7 @@ def test_the_report_shows_the_scores_the_intervals_read_paired_by_seed():
               "l": {0: 70.0, 1: 66.7, 2: 73.5}}
     primary = plan_mod.primary_intervals(plan, scores, [0, 1, 2])
     assert primary[1]["scores"] == [[70.0, 65.03], [66.7, 68.13], [73.5, 73.5]]
-    lines = plan_mod.paired_markdown(primary, "eval", "mean")
+    lines = plan_sections.paired_markdown(primary, "eval", "mean")
     assert "| seed | t | lin | l |" in lines
     assert "| 0 | 72.7 | 65.0 | 70.0 |" in lines and "| 1 | 72.6 | 68.1 | 66.7 |" in lines
     assert "| mean | 73.2 | 68.9 | 70.1 |" in lines
@@ -97,8 +98,8 @@ def test_the_report_shows_the_scores_the_intervals_read_paired_by_seed():
     assert "- l above lin at 1 of 3 seed(s); below at seed(s) 1; tied at 1." in lines
     big = plan_mod.primary_intervals(plan, {"t": {0: 1736.5}, "lin": {0: 0.9551},
                                             "l": {}}, [0])
-    assert "| 0 | 1,737 | 0.955 |  |" in plan_mod.paired_markdown(big, "train", "mean")
-    assert plan_mod.paired_markdown(plan_mod.primary_intervals(plan, {}, [0]), "eval",
+    assert "| 0 | 1,737 | 0.955 |  |" in plan_sections.paired_markdown(big, "train", "mean")
+    assert plan_sections.paired_markdown(plan_mod.primary_intervals(plan, {}, [0]), "eval",
                                     "mean") == []
 
 
@@ -159,7 +160,7 @@ def test_an_edit_to_the_preset_a_variant_builds_on_is_a_dated_change(tmp_path):
         f"settings of hidden-size-32: learner.optimizer.lr {lr!r} -> {lr * 4!r}"]
     assert state["settings"]["since"] == since and state["settings"]["threshold"] == 0.9
     assert register(threshold=0.9)["changes"] == state["changes"]  # nothing new
-    text = "\n".join(plan_mod.markdown({"plan": state, "primary": []}))
+    text = "\n".join(plan_sections.markdown({"plan": state, "primary": []}))
     assert "**Unplanned looks**" in text and "learner.optimizer.lr" in text
     assert f"on record from {since}" in text
 
@@ -182,11 +183,11 @@ def test_a_pair_no_seed_left_can_decide_is_undecidable_and_settles_the_study(tmp
     first = plan_mod.PlanSpec(pairs=[["a", "b"], ["c", "b"]], statistic="win", stop="decided")
     kept = {"a": 1, "b": 1, "c": 1}
     state = plan_mod.register(tmp_path, plan_mod.record(first, list(range(20)), kept, 30))
-    text = "\n".join(plan_mod.markdown({"plan": state, "primary": [ab, cb]}))
+    text = "\n".join(plan_sections.markdown({"plan": state, "primary": [ab, cb]}))
     assert "a vs b cannot exclude 0.5 within the declared seeds" in text
     assert "which ends the compare" not in text  # the `decided` rule goes on
     state = plan_mod.register(tmp_path, plan_mod.record(plan, list(range(20)), kept, 30))
-    text = "\n".join(plan_mod.markdown({"plan": state, "primary": [ab, cb]}))
+    text = "\n".join(plan_sections.markdown({"plan": state, "primary": [ab, cb]}))
     assert "which ends the compare under its rule (stop: settled)" in text
     assert "stop: 'decided' -> 'settled'" in text
     # one seed fewer in the plan's reach: seven seeds in, the pair can still be decided
