@@ -289,7 +289,7 @@ class Fleet:
 
         ``gpus`` comes from ``learner_wants_gpu``, asked once by the caller before any actor starts.
         The actor is told how many it reserved, so ``learner.device: auto`` uses a GPU only
-        when Ray reserved one (``learners.learner.resolve_device``); in-process, every GPU this
+        when Ray reserved one (``learners.device.resolve_device``); in-process, every GPU this
         process sees is the learner's.
         """
         cfg = self.cfg

@@ -297,8 +297,8 @@ def _bench_round(cfg, config_path: str, seconds: float, gpu_learner_rate: float,
     rollout = rollout_time(runner)
     c = learner_rate(cfg, runner, seconds)
     print(f"[bench] (c) learner update  {c:9.0f} steps/s  ({1e3 / c:.3f} core-ms/step)", flush=True)
+    from learners.device import resolve_device
     from learners.fleet import learner_threads
-    from learners.learner import resolve_device
 
     # A CPU learner's cost is core time; a GPU learner's (c) is the device's rate, not a
     # core's, so its threads and the gap part by part are not measured.

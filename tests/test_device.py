@@ -16,8 +16,9 @@ import torch
 
 from envs.runner import EnvRunner
 from learners.config import ConfigError
+from learners.device import resolve_device, to_cpu
 from learners.fleet import gpu_options
-from learners.learner import Learner, resolve_device, to_cpu
+from learners.learner import Learner
 from tests.conftest import tensors
 
 

@@ -11,7 +11,8 @@ import torch
 
 from envs.runner import EnvRunner
 from learners.config import ConfigError
-from learners.learner import Learner, resolve_device
+from learners.device import resolve_device
+from learners.learner import Learner
 from tests.conftest import tensors
 
 cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
