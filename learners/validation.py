@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from learners.typed_yaml import ConfigError, check_range, check_ranges
 
-if TYPE_CHECKING:
-    from learners.config import ExperimentConfig
+# ``cfg`` below is ``learners.config.ExperimentConfig``, which imports this module (no import
+# back, so no circle: tests/test_layering.py).
+ExperimentConfig = Any
 
 
 def validate(cfg: ExperimentConfig, runtime: bool = True) -> ExperimentConfig:
