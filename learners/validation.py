@@ -15,12 +15,11 @@ from typing import Any
 
 from learners.typed_yaml import ConfigError, check_range, check_ranges
 
-# ``cfg`` below is ``learners.config.ExperimentConfig``, which imports this module (no import
-# back, so no circle: tests/test_layering.py).
-ExperimentConfig = Any
+# ``cfg`` below is a ``learners.config.ExperimentConfig``; that module imports this one, so it
+# is not imported back for the annotations (tests/test_layering.py forbids the circle).
 
 
-def validate(cfg: ExperimentConfig, runtime: bool = True) -> ExperimentConfig:
+def validate(cfg, runtime: bool = True):
     """Check names, ranges and combinations; the config with the algorithm's defaults filled.
 
     ``runtime=False`` skips what only matters for training (how runners deal the tasks and
@@ -66,7 +65,7 @@ def validate(cfg: ExperimentConfig, runtime: bool = True) -> ExperimentConfig:
     return cfg
 
 
-def _check_task_dealing(cfg: ExperimentConfig) -> None:
+def _check_task_dealing(cfg) -> None:
     """Multitask runs play every task with the same number of envs (envs.runner.assign_tasks)."""
     from envs.suites import build_suite, config_tasks
 
