@@ -22,7 +22,7 @@ from agents.torsos import TORSOS
 def agent_problem(cfg: AgentConfig) -> str | None:
     """Why the components ``cfg`` names cannot make one agent, in one line; None when they can.
 
-    Checked where configs load (learners/config.py) and where an agent is built.
+    Checked where configs load (learners/config/schema.py) and where an agent is built.
     """
     core_cls = CORES.get(cfg.core)
     spatial = input_form(core_cls, typed_options(core_cls.Config, cfg.core_options)) == "spatial"
@@ -44,8 +44,8 @@ class TaskValueOutput(nn.Module):
     """Per-task affine map of the head's value, ``n_i(x) = w_i v(x) + b_i``.
 
     w = 1, b = 0 at start: the last value layer that PopArt rescales to preserve outputs
-    (``learners/popart.py``). Without a task ID (``task_id=None``) the value passes through
-    unchanged.
+    (``learners/algorithms/popart.py``). Without a task ID (``task_id=None``) the value passes
+    through unchanged.
     """
 
     def __init__(self, num_tasks: int):
@@ -80,7 +80,7 @@ class Agent(nn.Module):
             raise ValueError(problem)
         torso_cls, core_cls = TORSOS.get(cfg.torso), CORES.get(cfg.core)
         head_cls = HEADS.get(cfg.head)
-        # Typed on load (learners/config.py); an AgentConfig built by hand may hold mappings.
+        # Typed on load (learners/config/schema.py); an AgentConfig built by hand may hold mappings.
         core_config = typed_options(core_cls.Config, cfg.core_options)
         as_set = input_form(core_cls, core_config) == "spatial"
         self.torso = torso_cls(obs_shapes, num_actions, as_set=as_set, obs_vocab=obs_vocab,

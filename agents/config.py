@@ -1,6 +1,6 @@
 """The ``agent`` section of a config: which torso, core and head, and their options.
 
-Options are a mapping in YAML and typed as they are loaded: ``learners.config.load_config``
+Options are a mapping in YAML and typed as they are loaded: ``learners.config.schema.load_config``
 builds ``core_options`` as the chosen core's ``Config`` dataclass (likewise heads and
 torsos; unknown keys and wrong types fail with the key named), and that object is what the
 agent hands the core. The config a run saves holds every option with its value.

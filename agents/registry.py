@@ -79,7 +79,7 @@ def typed_options(config_cls: type, config=None, options: dict | None = None):
     """A component's options as its ``Config``: ``config`` itself, or built from ``options``.
 
     Components take either the typed config that the experiment config resolved on load
-    (``learners/config.py``) or keyword options when built directly
+    (``learners/config/schema.py``) or keyword options when built directly
     (``LSTMCore(64, hidden_size=32)``); a mapping given as ``config`` (an ``AgentConfig``
     built by hand) is read as options. Both at once is a TypeError.
     """
@@ -100,7 +100,7 @@ def ranged(default, low=None, high=None, low_open: bool = False, high_open: bool
 
     ``field(default=default)`` with the interval in its metadata under ``"range"`` as
     ``(low, high, low_open, high_open)``; None is unbounded. The config loader checks it
-    (``learners.typed_yaml.check_ranges``) and the configuration reference prints it.
+    (``learners.config.typed_yaml.check_ranges``) and the configuration reference prints it.
     """
     return dataclasses.field(default=default,
                              metadata={"range": (low, high, low_open, high_open)})

@@ -8,7 +8,7 @@ weights, row 0's not yet executed action is sampled again from them). Its buffer
 array per observation key and per step field declared in ``agents/steps.py``; evaluation
 (``run_episodes``) steps through the same two functions as training, keeping no trajectory.
 The runner knows nothing of learning (targets are the learner's) and nothing of Ray:
-learners/fleet.py wraps this class in a Ray actor; ``runtime.num_runners: 0`` uses it
+learners/runtime/fleet.py wraps this class in a Ray actor; ``runtime.num_runners: 0`` uses it
 in-process.
 """
 

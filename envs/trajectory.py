@@ -17,7 +17,7 @@ Stable-Baselines3 does it for on-policy learners.
 ``initial_state`` is the core state before row 0: the learner re-runs the core from it.
 ``chunk_states`` (when the runner is asked for them, ``state_every = k``): the core state
 before rows ``0, k, 2k, ...``, each ``[T / k, B, ...]``, which PPO's chunked minibatches start
-from (``learners/ppo.py``) instead of re-running the core over the batch to find them.
+from (``learners/algorithms/ppo.py``) instead of re-running the core over the batch to find them.
 """
 
 from __future__ import annotations

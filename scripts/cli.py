@@ -17,13 +17,13 @@ import logging
 import sys
 from pathlib import Path
 
-from learners.config import ConfigError, RunStopped
+from learners.config.schema import ConfigError, RunStopped
 
 
 def _train(args) -> int:
-    from learners.config import load_config
-    from learners.run_dir import RunDir
-    from learners.trainer import Trainer
+    from learners.config.schema import load_config
+    from learners.runtime.run_dir import RunDir
+    from learners.runtime.trainer import Trainer
 
     if args.resume:
         run = RunDir.open(args.resume)
@@ -93,7 +93,7 @@ def _evaluate(args) -> int:
 
 
 def _bench(args) -> int:
-    from scripts.bench import run_bench
+    from scripts.bench.command import run_bench
 
     if not args.config:
         raise ConfigError("mira bench needs a CONFIG file, "
@@ -164,7 +164,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="measure (a)-(d) N times in a row and print the spread of the share "
                         "of the limit (a busy or shared machine moves it by several points)")
     b.set_defaults(fn=_bench)
-    from scripts.compare import add_parser as add_compare_parser
+    from scripts.compare.command import add_parser as add_compare_parser
 
     add_compare_parser(sub)
     return parser
@@ -179,7 +179,7 @@ def file_kind(path: str | None) -> str | None:
     ``compare``: a ``base`` and no training section; ``training``: a training section and no
     ``base``; None: missing, or neither (the command's loader names what is wrong).
     """
-    from learners.config import read_yaml
+    from learners.config.schema import read_yaml
 
     if not path or not Path(path).is_file():
         return None

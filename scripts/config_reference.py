@@ -1,6 +1,6 @@
 """Write ``docs/configuration.md``, the configuration reference, from the typed configs.
 
-Every key of a training config (``learners.config.ExperimentConfig`` and the sections it
+Every key of a training config (``learners.config.schema.ExperimentConfig`` and the sections it
 composes: each suite's ``env`` options, ``AgentConfig``, the optimizer, the algorithms' own
 sections) and every option of every registered torso, core and head, with its default, its
 allowed range (declared on the field, ``agents.registry.ranged``) or values and the
@@ -163,7 +163,7 @@ def render() -> str:
     from agents.torsos import TORSOS
     from envs.suites import ENVS, EnvConfig
     from learners.algorithms import LEARNERS
-    from learners.config import ExperimentConfig
+    from learners.config.schema import ExperimentConfig
 
     by_algorithm = {}
     for name in LEARNERS.names():

@@ -13,12 +13,12 @@ import sys
 import time
 from pathlib import Path
 
-from learners.config import ConfigError, ExperimentConfig, load_config, load_saved_config
+from learners.config.schema import ConfigError, ExperimentConfig, load_config, load_saved_config
 
 
 def locate(path: str) -> tuple[Path, Path]:
     """(checkpoint file, directory to write to) from a run directory or a checkpoint path."""
-    from learners.run_dir import RunDir
+    from learners.runtime.run_dir import RunDir
 
     p = Path(path)
     if p.is_dir():
@@ -87,9 +87,9 @@ def evaluate_checkpoint(path: str, episodes: int = 10, tasks: list[str] | None =
     """
     from envs.evaluation import markdown, score_table
     from envs.suites import build_suite
-    from learners.fleet import connect, make_evaluator
-    from learners.handles import get
-    from learners.run_dir import RunDir
+    from learners.runtime.fleet import connect, make_evaluator
+    from learners.runtime.handles import get
+    from learners.runtime.run_dir import RunDir
 
     ckpt, out_dir = locate(path)
     state = RunDir.load_checkpoint(ckpt)

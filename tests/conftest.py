@@ -30,7 +30,7 @@ def small_overrides(tmp_path, **extra) -> list[str]:
 
 @pytest.fixture
 def small_cfg(tmp_path):
-    from learners.config import load_config
+    from learners.config.schema import load_config
 
     def make(**extra):
         return load_config(None, small_overrides(tmp_path, **extra))

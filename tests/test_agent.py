@@ -9,7 +9,7 @@ from agents.agent import Agent
 from agents.config import AgentConfig
 from agents.cores import CORES
 from agents.heads import HEADS
-from learners.config import from_dict, to_dict
+from learners.config.schema import from_dict, to_dict
 
 OBS = {"pixels": (3, 56, 56), "instruction": (32,)}
 A, TASKS = 5, 3
@@ -237,7 +237,7 @@ def test_layer_norm_keeps_torso_units_on_whatever_the_linear_layers_scale_and_of
                           core_options={"input_set": "spatial"})
     with pytest.raises(ValueError, match="norm=layer normalises"):
         Agent(spatial, OBS, A, TASKS, {"instruction": 1024})
-    from learners.config import ConfigError, load_config
+    from learners.config.schema import ConfigError, load_config
 
     with pytest.raises(ConfigError, match="norm=layer normalises the torso's linear layer"):
         load_config(None, ["agent.core=rims", "agent.core_options.input_set=spatial",
@@ -255,7 +255,7 @@ def test_component_options_arrive_typed_as_the_loader_resolved_them():
     """
     from agents.cores.rims import RIMsConfig
     from agents.registry import typed_options
-    from learners.config import load_config
+    from learners.config.schema import load_config
 
     cfg = load_config(None, ["agent.core=rims", "agent.core_options.unit_size=8",
                              "agent.head=multiplicative", "agent.torso_options.hidden_size=16"])

@@ -99,7 +99,7 @@ def test_protocols_set_the_action_set_and_both_backends_agree(protocol, actions)
 
 
 def test_unknown_backend_is_a_one_line_error():
-    from learners.config import ConfigError, load_config
+    from learners.config.schema import ConfigError, load_config
 
     with pytest.raises(ConfigError, match="env.backend must be one of ale_vector, gymnasium"):
         load_config("configs/impala_atari.yaml", ["env.backend=envpool"])
@@ -175,7 +175,7 @@ def test_evaluation_and_video_on_the_vector_backend(tmp_path):
 
 
 def test_bench_runner_core_estimate():
-    from scripts.bench import gpu_estimate
+    from scripts.bench.command import gpu_estimate
 
     # 1 ms env + 1 ms inference: 500 steps/s a core; 64 cores would collect 32,000 > 10,000.
     per_core, rates = gpu_estimate(1000.0, 1000.0, 10_000.0)

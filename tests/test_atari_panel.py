@@ -53,7 +53,7 @@ def test_rims_study_uses_the_paper_widths(tmp_path, capsys):
     assert atari_panel.main(["--dry-run", "--learners", "ppo", "--games", "Pong",
                              "--cores", "lstm", "rims",
                              "--paper-widths", "--out", str(tmp_path)]) == 0
-    from scripts.compare import load_spec
+    from scripts.compare.command import load_spec
 
     _, trials, _ = load_spec(tmp_path / "panel_compare.yaml")
     by_core = {t.cfg.agent.core: t.cfg.agent.core_options for t in trials}
@@ -83,7 +83,7 @@ def test_report_shows_unfinished_and_finished_trials(tmp_path, capsys):
 
     from torch.utils.tensorboard import SummaryWriter
 
-    from scripts.compare import load_spec
+    from scripts.compare.command import load_spec
 
     args = ["--learners", "impala", "--games", "Pong", "--frames", "2e6", "--out", str(tmp_path)]
     assert atari_panel.main(["--dry-run", *args]) == 0

@@ -5,9 +5,9 @@ from pathlib import Path
 
 import pytest
 
-from learners.config import load_config
-from learners.run_dir import RunDir
-from learners.trainer import Trainer
+from learners.config.schema import load_config
+from learners.runtime.run_dir import RunDir
+from learners.runtime.trainer import Trainer
 from scripts.papers import atari_probe
 
 ROOT = Path(__file__).resolve().parents[1]

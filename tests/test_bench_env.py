@@ -1,4 +1,4 @@
-from scripts.bench_env import main
+from scripts.bench.env import main
 
 
 def test_bench_env_prints_both_backends_and_their_ratio(capsys):
@@ -21,7 +21,7 @@ def test_bench_env_lab_prints_each_view_and_drawing_path_and_its_ratio(capsys):
 
 
 def test_bench_learner_prints_each_precision_and_thread_count(capsys):
-    from scripts.bench_learner import main as bench_learner
+    from scripts.bench.learner import main as bench_learner
 
     assert bench_learner(["configs/impala_minigrid.yaml", "runtime.envs_per_runner=4",
                           "learner.unroll_length=5", "learner.batch_size=4",
@@ -34,7 +34,7 @@ def test_bench_learner_prints_each_precision_and_thread_count(capsys):
 
 
 def test_freed_memory_is_reused_without_new_page_faults():
-    """learners/malloc.py: a large block freed comes back already mapped for the next one.
+    """learners/update/malloc.py: a large block freed comes back already mapped for the next one.
 
     Without the settings glibc maps a block this size (64 MB, above its largest mmap
     threshold) afresh on every allocation: 16,384 page faults each time. The next block is a
@@ -42,14 +42,14 @@ def test_freed_memory_is_reused_without_new_page_faults():
     chunk only with room for the alignment, so a block of exactly the freed size may come
     from fresh heap instead when the chunks around the freed one are still in use (which
     depends on what else the process allocated). The learner's update, whose blocks vary,
-    measures about 10 page faults per update (``python -m scripts.bench_learner``).
+    measures about 10 page faults per update (``python -m scripts.bench.learner``).
     """
     import resource
 
     import pytest
     import torch
 
-    from learners.malloc import keep_freed_memory
+    from learners.update.malloc import keep_freed_memory
 
     if not keep_freed_memory():
         pytest.skip("the C library is not glibc")

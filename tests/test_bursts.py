@@ -1,4 +1,4 @@
-"""Gradient bursts kept by ``learner.capture_grad_norm`` and replayed by ``scripts.burst``."""
+"""Gradient bursts kept by ``learner.capture_grad_norm`` and replayed by ``scripts.bench.burst``."""
 
 from __future__ import annotations
 
@@ -7,15 +7,15 @@ import logging
 import pytest
 import torch
 
-from learners.learner import CAPTURE_LIMIT, Learner
-from learners.migrations import CONFIG_FORMAT
-from learners.run_dir import RunDir
-from learners.trainer import Trainer
+from learners.config.migrations import CONFIG_FORMAT
+from learners.runtime.run_dir import RunDir
+from learners.runtime.trainer import Trainer
+from learners.update.learner import CAPTURE_LIMIT, Learner
 
 
 def test_a_kept_burst_is_the_step_s_starting_point_and_replays_to_the_same_gradient(
         small_cfg, caplog, capsys):
-    from scripts.burst import main, replay
+    from scripts.bench.burst import main, replay
 
     # PPO takes 4 epochs x 2 minibatches = 8 steps per update; a threshold every step
     # exceeds keeps the first CAPTURE_LIMIT of them, over two updates.
@@ -32,7 +32,7 @@ def test_a_kept_burst_is_the_step_s_starting_point_and_replays_to_the_same_gradi
     assert len(lines) == CAPTURE_LIMIT and "update 0: pre-clip gradient norm" in lines[0]
 
     first = torch.load(files[0], weights_only=True)
-    assert first["config_format"] == CONFIG_FORMAT  # scripts.burst loads what it meant then
+    assert first["config_format"] == CONFIG_FORMAT  # scripts.bench.burst loads what it meant then
     fresh = Learner(cfg, first["spec"])  # the same seed builds the same initial weights
     assert all(torch.equal(v, first["learner"]["agent"][k])
                for k, v in fresh.agent.state_dict().items())
@@ -56,7 +56,7 @@ def test_a_kept_burst_is_the_step_s_starting_point_and_replays_to_the_same_gradi
 
 
 def test_no_threshold_keeps_nothing_and_a_missing_file_is_one_line(small_cfg, capsys):
-    from scripts.burst import main
+    from scripts.bench.burst import main
 
     cfg = small_cfg(**{"run.total_frames": 200})
     Trainer(cfg, RunDir.create(cfg, None), quiet=True).train()
@@ -77,8 +77,8 @@ def test_no_threshold_keeps_nothing_and_a_missing_file_is_one_line(small_cfg, ca
 def test_a_non_finite_gradient_or_loss_is_kept_before_the_step_is_skipped(
         small_cfg, monkeypatch, tmp_path, capsys, how):
     from envs.runner import EnvRunner
-    from learners.config import to_dict
-    from scripts.burst import main
+    from learners.config.schema import to_dict
+    from scripts.bench.burst import main
     from tests.test_training import _nonfinite_loss_after
 
     cfg = small_cfg(**{"learner.capture_grad_norm": 1e9})  # no finite norm reaches it

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from learners.config import ConfigError, load_config, save_config
-from learners.run_dir import RunDir
-from learners.trainer import Trainer
+from learners.config.schema import ConfigError, load_config, save_config
+from learners.runtime.run_dir import RunDir
+from learners.runtime.trainer import Trainer
 from scripts.cli import main
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -88,7 +88,7 @@ def test_resume_of_a_finished_run_changes_nothing(small_cfg, capsys):
 def test_a_start_lost_before_its_first_checkpoint_leaves_no_points_in_the_next(small_cfg):
     from torch.utils.tensorboard import SummaryWriter
 
-    from scripts.curves import learning_curve
+    from scripts.compare.curves import learning_curve
 
     cfg = small_cfg()
     for steps in ([16, 48], [32, 64]):  # the lost start, then the start that trains
@@ -144,7 +144,7 @@ def test_compare_given_a_training_config_says_what_a_compare_file_is(capsys):
 
 
 def test_rays_local_token_notice_is_filtered_and_other_warnings_kept():
-    from learners.fleet import RAY_AUTH_LOGGER, quiet_local_auth_notice
+    from learners.runtime.fleet import RAY_AUTH_LOGGER, quiet_local_auth_notice
 
     def record(message):
         return logging.LogRecord(RAY_AUTH_LOGGER, logging.WARNING, __file__, 1, message, (), None)

@@ -16,10 +16,10 @@ import numpy as np
 import pytest
 import yaml
 
-from learners.config import ConfigError, load_config, parse_overrides
-from learners.run_dir import RunDir
-from scripts.compare import load_spec, main, run_compare
-from scripts.pbt import exploit_explore
+from learners.config.schema import ConfigError, load_config, parse_overrides
+from learners.runtime.run_dir import RunDir
+from scripts.compare.command import load_spec, main, run_compare
+from scripts.compare.pbt import exploit_explore
 from tests.conftest import small_overrides
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -111,7 +111,7 @@ def test_dry_run_lists_trials_and_their_run_dirs(tmp_path, capsys):
 
 
 def test_progress_line_counts_trial_hours_left_at_each_variants_pace(tmp_path):
-    from scripts.trials import progress_line, trained_frames
+    from scripts.compare.trials import progress_line, trained_frames
 
     spec, trials, out = load_spec(write_compare(tmp_path))
     target = trials[0].cfg.run.total_frames
@@ -176,7 +176,7 @@ def test_pbt_exploit_explore_and_its_checks(tmp_path):
 
 def test_pbt_generations_keep_one_learning_rate_schedule_over_the_run(tmp_path):
     """Each generation trains to its boundary; the linear schedule still spans the whole run."""
-    from scripts.pbt import run_population
+    from scripts.compare.pbt import run_population
 
     pbt = {"enabled": True, "interval_frames": 200, "hyperparams": ["learner.entropy_cost"]}
     spec, trials, _ = load_spec(write_compare(tmp_path, pbt=pbt))
@@ -281,7 +281,7 @@ def test_compare_runs_reports_and_resumes(tmp_path, ray_local, capsys):
 def test_a_trial_that_diverges_fails_with_why_and_is_not_evaluated(tmp_path, monkeypatch):
     # A diverged run stops short of its frames with its last good weights: in a compare it is
     # a failed trial (reported with the error, retried by the next run), not a finished one.
-    from scripts.trials import make_job, run_trial
+    from scripts.compare.trials import make_job, run_trial
     from tests.test_training import _nonfinite_loss_after
 
     _nonfinite_loss_after(monkeypatch, 3)
@@ -371,7 +371,7 @@ def test_decided_rule_looks_after_each_seed_with_a_report(tmp_path, ray_local, c
     assert len(json.loads((Path(result["out"]) / "plan.json").read_text())["reports"]) == looks + 1
     # A trial that failed before a look is in that look's report with its error, not among
     # the unfinished ones.
-    from scripts.compare import _partial_report
+    from scripts.compare.command import _partial_report
 
     spec, trials, out = load_spec(path)
     status = {t.slug: "done" for t in trials} | {"hidden-size-16-seed1": "resume"}
@@ -464,7 +464,7 @@ def test_max_concurrent_is_capped_at_what_the_cluster_holds(tmp_path):
     Trials started beyond what fits wait on each other's runner actors for ever (a panel on 2
     cores with --max-concurrent 2 hung at 'starting').
     """
-    from scripts.trial_runner import trials_at_once
+    from scripts.compare.trial_runner import trials_at_once
 
     spec = load_spec(str(write_compare(tmp_path)))[0].resources
     actors = load_config(str(ROOT / "configs" / "ppo_atari.yaml"), ["learner.device=cpu"])
@@ -518,7 +518,7 @@ def test_a_plan_that_cannot_be_carried_out_is_one_line_before_anything_runs(tmp_
 
 
 def test_match_params_sets_a_width_within_two_percent_and_refuses_a_missing_one(tmp_path, capsys):
-    from scripts.param_match import param_count
+    from scripts.compare.param_match import param_count
 
     variants = [{"agent.head": "linear"},
                 {"agent.head": "multiplicative", "agent.head_options": {"context": "learnt"},

@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from learners.config import ConfigError, load_config, to_dict
+from learners.config.schema import ConfigError, load_config, to_dict
 from scripts.cli import main
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -23,7 +23,7 @@ def test_every_preset_loads(path):
 @pytest.mark.parametrize("path", [p for p in CONFIGS if p.name.startswith(("compare_", "study_"))],
                          ids=lambda p: p.name)
 def test_every_compare_file_loads_with_every_trial_config(path, tmp_path):
-    from scripts.compare import load_spec
+    from scripts.compare.command import load_spec
 
     spec, trials, _ = load_spec(path, out=str(tmp_path))
     assert len(trials) == len({t.variant for t in trials}) * len(spec.seeds)
@@ -160,8 +160,8 @@ def test_settings_of_one_algorithm_live_in_its_section_and_old_keys_still_load(t
     """
     import yaml
 
-    from learners.impala import ImpalaConfig
-    from learners.ppo import PPOConfig
+    from learners.algorithms.impala import ImpalaConfig
+    from learners.algorithms.ppo import PPOConfig
 
     cfg = load_config(ROOT / "configs/impala_atari.yaml")
     assert isinstance(cfg.learner.impala, ImpalaConfig) and isinstance(cfg.learner.ppo, PPOConfig)
@@ -231,7 +231,7 @@ def test_ranges_are_declared_on_the_fields_and_checked_from_there():
     """Every ranged field is checked on load from its declaration (no table elsewhere)."""
     import dataclasses
 
-    from learners.config import ExperimentConfig
+    from learners.config.schema import ExperimentConfig
 
     def ranged_keys(cls, prefix):
         for f in dataclasses.fields(cls):

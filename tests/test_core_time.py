@@ -5,7 +5,7 @@ import time
 
 import pytest
 
-from scripts.core_time import GROUPS, by_group, group_of, snapshot
+from scripts.bench.core_time import GROUPS, by_group, group_of, snapshot
 
 linux = pytest.mark.skipif(not os.path.isdir("/proc"), reason="needs Linux's /proc")
 
@@ -66,7 +66,7 @@ def test_snapshot_charges_a_busy_child_its_core_time():
 
 
 def test_limit_gap_splits_the_core_time_beyond_the_limit_into_parts_that_sum_to_it():
-    from scripts.core_time import limit_gap
+    from scripts.bench.core_time import limit_gap
 
     limit = {"env": 0.27, "inference": 0.13, "learner": 0.74, "learner_threads": 0.89,
              "rollout": 0.48}
@@ -84,7 +84,7 @@ def test_limit_gap_splits_the_core_time_beyond_the_limit_into_parts_that_sum_to_
 
 
 def test_parts_ceiling_counts_only_the_costs_measured_alone():
-    from scripts.core_time import parts_ceiling
+    from scripts.bench.core_time import parts_ceiling
 
     gap = {"the learner's threads": 0.15, "the learner in the run": 0.03,
            "the runner's own loop": 0.08, "the runners in the run": 0.05,

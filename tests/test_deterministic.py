@@ -7,16 +7,16 @@ import json
 import pytest
 import torch
 
-from learners.config import load_config
-from learners.run_dir import RunDir
-from learners.trainer import Trainer
+from learners.config.schema import load_config
+from learners.runtime.run_dir import RunDir
+from learners.runtime.trainer import Trainer
 from tests.conftest import small_overrides
 
 
 def test_agents_with_different_cores_and_heads_share_the_torso_at_one_seed(tmp_path):
     """The learner seeds torch with run.seed and the agent builds its torso first."""
     from envs.runner import EnvRunner
-    from learners.learner import Learner
+    from learners.update.learner import Learner
 
     def torso(seed: int, core: str, head: str, before: int) -> dict:
         cfg = load_config(None, small_overrides(tmp_path, **{

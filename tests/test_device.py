@@ -15,10 +15,10 @@ import pytest
 import torch
 
 from envs.runner import EnvRunner
-from learners.config import ConfigError
-from learners.device import resolve_device, to_cpu
-from learners.fleet import gpu_options
-from learners.learner import Learner
+from learners.config.schema import ConfigError
+from learners.runtime.fleet import gpu_options
+from learners.update.device import resolve_device, to_cpu
+from learners.update.learner import Learner
 from tests.conftest import tensors
 
 
@@ -78,7 +78,7 @@ def test_runner_and_cpu_learner_actors_see_no_gpu(ray_local, small_cfg, monkeypa
     """
     import os
 
-    from learners.fleet import Fleet
+    from learners.runtime.fleet import Fleet
 
     def seen(actor):
         return ray_local.get(actor.__ray_call__.remote(
@@ -179,8 +179,8 @@ def test_training_loop_stamps_every_runner_load_with_its_weights(small_cfg, monk
 
     Spies record the learner's weights at each version and what the runner is given.
     """
-    from learners.run_dir import RunDir
-    from learners.trainer import Trainer
+    from learners.runtime.run_dir import RunDir
+    from learners.runtime.trainer import Trainer
 
     by_version, loads = {}, []
     learners = []

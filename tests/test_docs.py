@@ -75,7 +75,7 @@ def test_the_configuration_page_is_generated_from_the_code():
 def test_every_config_key_is_on_the_configuration_page():
     import dataclasses
 
-    from learners.config import ExperimentConfig
+    from learners.config.schema import ExperimentConfig
 
     page = (ROOT / "docs" / "configuration.md").read_text(encoding="utf-8")
 

@@ -4,8 +4,8 @@ import json
 
 import pytest
 
-from learners.run_dir import RunDir
-from learners.trainer import Trainer
+from learners.runtime.run_dir import RunDir
+from learners.runtime.trainer import Trainer
 from scripts.cli import main
 
 
@@ -86,7 +86,7 @@ def test_evaluating_under_another_atari_protocol_keeps_the_trained_action_set(tm
     --protocol machado evaluates it with sticky actions but must not hand it the 18-action set (the
     head has 6 outputs).
     """
-    from learners.config import load_config
+    from learners.config.schema import load_config
     from scripts.evaluate import evaluate_checkpoint
     from tests.conftest import small_overrides
 
@@ -104,8 +104,8 @@ def test_video_records_whole_episodes_one_frame_per_step(tmp_path, small_cfg):
 
     import cv2
 
-    from learners.run_dir import RunDir
-    from learners.trainer import Trainer
+    from learners.runtime.run_dir import RunDir
+    from learners.runtime.trainer import Trainer
     from scripts.cli import main
 
     cfg = small_cfg()
@@ -128,8 +128,8 @@ def test_rims_strip_shows_k_active_units_under_each_frame(tmp_path, small_cfg):
     import cv2
     import numpy as np
 
-    from learners.run_dir import RunDir
-    from learners.trainer import Trainer
+    from learners.runtime.run_dir import RunDir
+    from learners.runtime.trainer import Trainer
     from scripts.cli import main
 
     cfg = small_cfg(**{"agent.core": "rims",

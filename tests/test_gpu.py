@@ -10,9 +10,9 @@ import pytest
 import torch
 
 from envs.runner import EnvRunner
-from learners.config import ConfigError
-from learners.device import resolve_device
-from learners.learner import Learner
+from learners.config.schema import ConfigError
+from learners.update.device import resolve_device
+from learners.update.learner import Learner
 from tests.conftest import tensors
 
 cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")

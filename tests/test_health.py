@@ -1,12 +1,12 @@
-"""A compare's training health (scripts/health.py): bursts, skipped updates, entropy."""
+"""A compare's training health (scripts/compare/health.py): bursts, skipped updates, entropy."""
 
 import json
 
 import pytest
 from torch.utils.tensorboard import SummaryWriter
 
-from scripts import health
-from scripts.trials import RECORD
+from scripts.compare import health
+from scripts.compare.trials import RECORD
 
 
 def _run(path, norms, entropy, skipped):

@@ -167,8 +167,8 @@ def test_score_table_has_every_level_above_random():
 def test_multitask_training_logs_normalised_scores_per_level(small_cfg):
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-    from learners.run_dir import RunDir
-    from learners.trainer import Trainer
+    from learners.runtime.run_dir import RunDir
+    from learners.runtime.trainer import Trainer
 
     cfg = small_cfg(**{"env.suite": "lab6", "runtime.envs_per_runner": 6, "learner.batch_size": 6,
                        "agent.head": "multiplicative", "run.total_frames": 1500})

@@ -1,4 +1,4 @@
-"""Layering (docs/design.md): agents/ knows nothing of envs/.
+"""Layering (docs/design.md, "Who owns what"): floors, Ray at the edges, no circles.
 
 The agents, the return math and the losses import without Ray (they run in learners and runners
 alike, and in notebooks).
@@ -15,7 +15,8 @@ PROBE = """
 import sys
 sys.modules["ray"] = None  # importing ray now raises ImportError
 import agents.agent, agents.cores, agents.heads, agents.torsos, agents.layers
-import learners.returns, learners.terms, learners.impala, learners.ppo, learners.optim
+import learners.algorithms.returns, learners.algorithms.terms, learners.algorithms.impala
+import learners.algorithms.ppo, learners.update.optim
 top = {m.split('.')[0] for m, mod in sys.modules.items() if mod is not None}
 print(sorted(top & {'envs', 'ray', 'scripts'}))
 """
@@ -147,13 +148,78 @@ def test_no_circle_of_imports():
         " -> ".join(c) for c in found)
 
 
+# ------------------------------------------------------------------ floors
+
+# Lowest first. A module imports only modules of its own room or of a lower floor; rooms on one
+# floor (``compare`` and ``bench``) do not import each other. The longest prefix names a module's
+# room; ``config_reference`` documents every registry, so it sits with the commands.
+FLOORS: tuple[tuple[str, ...], ...] = (
+    ("agents",),
+    ("envs",),
+    ("learners.algorithms",),
+    ("learners.config",),
+    ("learners.update",),
+    ("learners.runtime", "learners"),
+    ("scripts.evaluate",),
+    ("scripts.compare", "scripts.bench"),
+    ("scripts.cli", "scripts.config_reference", "scripts"),
+    ("scripts.papers",),
+)
+
+
+def room_of(module: str) -> tuple[str, int] | None:
+    """(room, floor) of a project module by its longest listed prefix; None for tests."""
+    best = None
+    for floor, rooms in enumerate(FLOORS):
+        for room in rooms:
+            if (module == room or module.startswith(room + ".")) and (
+                    best is None or len(room) > len(best[0])):
+                best = (room, floor)
+    return best
+
+
+def upward_imports(graph: dict[str, set[str]]) -> list[str]:
+    """Each import that points to a higher floor or across to another room of its floor."""
+    wrong = []
+    for module, imported in sorted(graph.items()):
+        here = room_of(module)
+        if here is None:
+            continue
+        for other in sorted(imported):
+            there = room_of(other)
+            if there is None:
+                continue
+            if there[1] > here[1] or (there[1] == here[1] and there[0] != here[0]):
+                wrong.append(f"{module} -> {other}")
+    return wrong
+
+
+def test_the_floor_check_catches_an_import_pointing_up_or_across():
+    assert upward_imports({"agents.agent": {"envs.runner"}}) == ["agents.agent -> envs.runner"]
+    assert upward_imports({"learners.algorithms.ppo": {"learners.update.learner"}})
+    assert upward_imports({"scripts.bench.command": {"scripts.compare.trials"}})
+    assert upward_imports({"scripts.cli": {"scripts.compare.command", "agents.agent"},
+                           "learners.runtime.trainer": {"learners.update.learner"}}) == []
+
+
+def test_every_package_module_has_a_floor():
+    missing = [m for m in import_graph() if not m.startswith("tests") and room_of(m) is None]
+    assert not missing, f"modules outside FLOORS: {missing}"
+
+
+def test_no_import_points_up_a_floor():
+    wrong = upward_imports(import_graph())
+    assert not wrong, "imports pointing up a floor or across rooms (docs/design.md):\n" + \
+        "\n".join(wrong)
+
+
 # ------------------------------------------------------------------ typed actor handles
 
 
 def test_a_handle_method_the_wrapped_class_lacks_or_calls_otherwise_fails_at_definition():
     import pytest
 
-    from learners.handles import ActorHandle, remote
+    from learners.runtime.handles import ActorHandle, remote
 
     class Target:
         def step(self, weights, version=None): ...
@@ -189,7 +255,7 @@ def test_an_actor_handle_calling_a_method_its_class_lacks_fails_at_import():
     """
     import pytest
 
-    from learners.handles import HANDLES, ActorHandle, get, remote
+    from learners.runtime.handles import HANDLES, ActorHandle, get, remote
 
     class Wrapped:
         def rollout(self, weights, version):

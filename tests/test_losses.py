@@ -7,11 +7,11 @@ import torch
 
 from agents.agent import AgentOutput
 from learners.algorithms import fill_defaults
-from learners.batch import Batch
-from learners.config import LearnerConfig
-from learners.impala import ImpalaConfig, impala_loss, impala_targets
-from learners.returns import vtrace
-from learners.terms import action_log_probs, clip_rewards, step_targets
+from learners.algorithms.batch import Batch
+from learners.algorithms.impala import ImpalaConfig, impala_loss, impala_targets
+from learners.algorithms.returns import vtrace
+from learners.algorithms.terms import action_log_probs, clip_rewards, step_targets
+from learners.config.schema import LearnerConfig
 from tests.conftest import random_batch
 
 
@@ -85,7 +85,7 @@ def test_fixed_targets_are_the_per_step_targets_at_the_first_step():
     A batch carrying V-trace from the same weights gives the loss and gradient of recomputing it
     (what differs is only the later steps of an update).
     """
-    from learners.impala import log_probs, policy_advantages, vtrace_targets
+    from learners.algorithms.impala import log_probs, policy_advantages, vtrace_targets
 
     cfg = fill_defaults(LearnerConfig(reward_clip="none", normalize_advantages=True,
                                       impala=ImpalaConfig(surrogate_clip=0.2),
@@ -163,7 +163,7 @@ def test_impala_minibatches_are_the_papers_step_on_each_group_of_unrolls(small_c
     The groups are whole unrolls, in the order the update's generator draws them.
     """
     from envs.runner import EnvRunner
-    from learners.learner import Learner
+    from learners.update.learner import Learner
 
     cfg = small_cfg(**{"learner.minibatches": 2, "learner.unroll_length": 6})
     assert cfg.learner.epochs == 1
@@ -191,8 +191,8 @@ def test_fixed_targets_keep_the_first_steps_vtrace_through_the_update(small_cfg)
     those targets).
     """
     from envs.runner import EnvRunner
-    from learners.impala import log_probs, policy_advantages, vtrace_targets
-    from learners.learner import Learner
+    from learners.algorithms.impala import log_probs, policy_advantages, vtrace_targets
+    from learners.update.learner import Learner
 
     over = {"learner.minibatches": 2, "learner.epochs": 2, "learner.unroll_length": 6,
             "learner.impala.surrogate_clip": 0.2}
@@ -232,8 +232,8 @@ def test_on_policy_targets_read_the_runners_output_and_equal_a_forward_pass(smal
     space. An update on such a batch skips the pass; one on a stale batch (lag 1) does not.
     """
     from envs.runner import EnvRunner
-    from learners.impala import log_probs
-    from learners.learner import Learner, behaviour_output
+    from learners.algorithms.impala import log_probs
+    from learners.update.learner import Learner, behaviour_output
 
     over = {"learner.minibatches": 2, "learner.epochs": 2, "learner.unroll_length": 6,
             "learner.impala.surrogate_clip": 0.2, "learner.impala.fixed_targets": "true",
@@ -269,7 +269,7 @@ def test_on_policy_targets_read_the_runners_output_and_equal_a_forward_pass(smal
 
 
 def test_learner_step_counts_default_by_algorithm(small_cfg):
-    from learners.config import ConfigError
+    from learners.config.schema import ConfigError
 
     impala, ppo = small_cfg(), small_cfg(**{"learner.name": "ppo", "learner.minibatches": 2})
     assert (impala.learner.epochs, impala.learner.minibatches,
@@ -295,8 +295,8 @@ def test_old_run_directories_keep_impala_at_one_step_per_batch(small_cfg, tmp_pa
     """
     import json
 
-    from learners.config import save_config
-    from learners.run_dir import RunDir
+    from learners.config.schema import save_config
+    from learners.runtime.run_dir import RunDir
 
     cfg = small_cfg(**{"learner.epochs": 4, "learner.minibatches": 2})
     run = tmp_path / "old"
@@ -317,8 +317,8 @@ def test_old_run_directories_keep_impala_without_the_value_clip(small_cfg, tmp_p
     """
     import json
 
-    from learners.config import save_config
-    from learners.run_dir import CONFIG_FORMAT, RunDir
+    from learners.config.schema import save_config
+    from learners.runtime.run_dir import CONFIG_FORMAT, RunDir
 
     cfg = small_cfg(**{"learner.impala.fixed_targets": "true", "learner.clip_value": "true"})
     for fmt, expected in ((2, False), (CONFIG_FORMAT, True)):
@@ -392,7 +392,7 @@ def test_fixed_target_options_equal_the_whole_unroll_update_at_one_step(small_cf
     the same too; a recurrent core's gradient stops at the chunk starts.
     """
     from envs.runner import EnvRunner
-    from learners.learner import Learner
+    from learners.update.learner import Learner
 
     over = {"learner.unroll_length": 8, "learner.impala.fixed_targets": "true",
             "learner.loss_reduction": "mean", "learner.normalize_advantages": "true",
@@ -438,7 +438,7 @@ def test_impala_value_clip_around_the_updates_starting_values():
 
 
 def test_impala_chunk_and_clip_options_need_fixed_targets(small_cfg):
-    from learners.config import ConfigError
+    from learners.config.schema import ConfigError
 
     for key, value in (("learner.recurrence", 4), ("learner.clip_value", "true")):
         with pytest.raises(ConfigError, match=f"{key} needs targets fixed"):

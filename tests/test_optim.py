@@ -10,8 +10,8 @@ import math
 import pytest
 import torch
 
-from learners.config import ConfigError, load_config
-from learners.optim import RMSpropTF, make_optimizer
+from learners.config.schema import ConfigError, load_config
+from learners.update.optim import RMSpropTF, make_optimizer
 
 
 def tf1_rmsprop(w, grads, lr, rho, eps, momentum):
@@ -70,7 +70,7 @@ def test_adam_runs_fused_and_stays_fused_after_a_resume(small_cfg):
     steps as the learner it resumes.
     """
     from envs.runner import EnvRunner
-    from learners.learner import Learner
+    from learners.update.learner import Learner
 
     cfg = small_cfg(**{"learner.optimizer.name": "adam"})
     runner = EnvRunner(cfg.env, cfg.agent, envs_per_runner=2, unroll_length=4)
@@ -97,7 +97,7 @@ def test_unfused_adam_takes_the_fused_step_up_to_rounding(small_cfg):
     agree to float rounding, and only the fused one's groups say fused.
     """
     from envs.runner import EnvRunner
-    from learners.learner import Learner
+    from learners.update.learner import Learner
 
     cfg = small_cfg(**{"learner.optimizer.name": "adam"})
     plain_cfg = small_cfg(**{"learner.optimizer.name": "adam", "learner.optimizer.fused": False})
@@ -143,7 +143,7 @@ def test_torso_lr_scale_steps_the_torso_at_that_fraction_of_the_rate(small_cfg):
     keeps the groups, and one that adds or drops the scale keeps every weight's Adam state.
     """
     from envs.runner import EnvRunner
-    from learners.learner import Learner
+    from learners.update.learner import Learner
 
     over = {"learner.optimizer.name": "adam", "learner.optimizer.lr": 1e-3,
             "learner.optimizer.eps": 1e-8, "learner.optimizer.lr_schedule": "constant",

@@ -1,9 +1,9 @@
-"""The declared plan of a compare (scripts/plan.py): its record, its looks, its intervals."""
+"""The declared plan of a compare (compare/plan.py): its record, its looks, its intervals."""
 
 import pytest
 
-from scripts import plan as plan_mod
-from scripts import plan_sections
+from scripts.compare import plan as plan_mod
+from scripts.compare import plan_sections
 
 
 def test_the_plan_is_kept_as_first_seen_and_later_changes_are_dated(tmp_path):
@@ -114,7 +114,7 @@ def test_an_edit_to_the_preset_a_variant_builds_on_is_a_dated_change(tmp_path):
 
     import yaml
 
-    from scripts.compare import load_spec
+    from scripts.compare.command import load_spec
 
     root = Path(__file__).resolve().parents[1]
     preset = yaml.safe_load((root / "configs" / "impala_minigrid.yaml").read_text())

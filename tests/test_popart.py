@@ -6,8 +6,8 @@ import torch
 from agents.agent import Agent, AgentOutput
 from agents.config import AgentConfig
 from agents.heads import HEADS
-from learners.batch import Batch
-from learners.popart import PopArt
+from learners.algorithms.batch import Batch
+from learners.algorithms.popart import PopArt
 
 OBS = {"pixels": (3, 56, 56), "instruction": (32,)}
 TASKS = 3
@@ -64,8 +64,8 @@ def test_targets_are_normalised_per_task():
 
 @pytest.mark.parametrize("learner", ["impala", "ppo"])
 def test_training_with_popart(small_cfg, learner):
-    from learners.run_dir import RunDir
-    from learners.trainer import Trainer
+    from learners.runtime.run_dir import RunDir
+    from learners.runtime.trainer import Trainer
 
     cfg = small_cfg(**{"learner.popart": "true", "learner.name": learner, "learner.minibatches": 2,
                        "env.levels": "[MiniGrid-Empty-5x5-v0, BabyAI-GoToRedBall-v0]",
@@ -84,7 +84,7 @@ def test_configs_saved_with_the_old_agent_popart_key_still_load(tmp_path):
     """
     import yaml
 
-    from learners.config import load_config
+    from learners.config.schema import load_config
 
     for old, expected in ((True, True), (False, False)):
         path = tmp_path / f"old_{old}.yaml"
@@ -110,10 +110,10 @@ def test_impala_loss_runs_vtrace_on_returns_and_regresses_normalised_targets():
     advantages divided by sigma.
     """
     from learners.algorithms import fill_defaults
-    from learners.config import LearnerConfig
-    from learners.impala import impala_loss, impala_targets
-    from learners.returns import vtrace
-    from learners.terms import action_log_probs
+    from learners.algorithms.impala import impala_loss, impala_targets
+    from learners.algorithms.returns import vtrace
+    from learners.algorithms.terms import action_log_probs
+    from learners.config.schema import LearnerConfig
     from tests.conftest import random_batch
 
     T, B, A = 5, 4, 3
@@ -140,9 +140,9 @@ def test_impala_loss_runs_vtrace_on_returns_and_regresses_normalised_targets():
 
 
 def test_ppo_advantages_come_from_returns_and_targets_are_normalised():
-    from learners.config import LearnerConfig
-    from learners.ppo import add_advantages
-    from learners.returns import gae
+    from learners.algorithms.ppo import add_advantages
+    from learners.algorithms.returns import gae
+    from learners.config.schema import LearnerConfig
     from tests.conftest import random_batch
 
     T, B = 5, 4

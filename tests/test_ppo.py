@@ -5,10 +5,10 @@ import torch
 
 from agents.agent import AgentOutput
 from learners.algorithms import fill_defaults
-from learners.batch import Batch, minibatches, take_columns
-from learners.config import LearnerConfig, load_config
-from learners.learner import Learner
-from learners.ppo import add_advantages, ppo_loss
+from learners.algorithms.batch import Batch, minibatches, take_columns
+from learners.algorithms.ppo import add_advantages, ppo_loss
+from learners.config.schema import LearnerConfig, load_config
+from learners.update.learner import Learner
 from tests.conftest import random_batch
 
 
@@ -199,7 +199,7 @@ def test_chunked_sequences_give_the_whole_sequence_loss(small_cfg, core):
     are laid out chunk-major with the right rows.
     """
     from envs.runner import EnvRunner
-    from learners.batch import chunk_sequences
+    from learners.algorithms.batch import chunk_sequences
 
     cfg = small_cfg(**{"learner.name": "ppo", "learner.minibatches": 3,
                        "learner.normalize_advantages": "false",
@@ -231,7 +231,7 @@ def test_runner_chunk_states_equal_the_learners_pass(small_cfg, core):
     whole-unroll loss.
     """
     from envs.runner import EnvRunner
-    from learners.batch import chunk_sequences
+    from learners.algorithms.batch import chunk_sequences
 
     cfg = small_cfg(**{"learner.name": "ppo", "learner.minibatches": 2, "agent.core": core,
                        "agent.core_options": "{}", "learner.unroll_length": 12,
@@ -252,7 +252,7 @@ def test_runner_chunk_states_equal_the_learners_pass(small_cfg, core):
 
 
 def test_recurrence_must_divide_the_unroll_and_fill_the_minibatches():
-    from learners.config import ConfigError
+    from learners.config.schema import ConfigError
 
     base = ["learner.name=ppo", "runtime.num_runners=2", "runtime.envs_per_runner=4",
             "learner.unroll_length=128"]

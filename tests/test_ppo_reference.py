@@ -18,9 +18,9 @@ import pytest
 import torch
 
 from agents.agent import AgentOutput
-from learners.batch import Batch
-from learners.config import LearnerConfig
-from learners.ppo import add_advantages, ppo_loss
+from learners.algorithms.batch import Batch
+from learners.algorithms.ppo import add_advantages, ppo_loss
+from learners.config.schema import LearnerConfig
 from tests.conftest import random_batch
 
 T, B, A = 6, 4, 3

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from learners.run_dir import RunDir
-from learners.trainer import Trainer
+from learners.runtime.run_dir import RunDir
+from learners.runtime.trainer import Trainer
 
 ray = pytest.importorskip("ray")
 pytestmark = pytest.mark.ray
@@ -108,7 +108,7 @@ def test_a_lost_node_costs_its_unrolls_not_the_run(cluster, small_cfg):
 
 
 def test_a_cuda_learner_on_a_cluster_without_gpus_is_a_clear_error(cluster, small_cfg):
-    from learners.config import ConfigError
+    from learners.config.schema import ConfigError
 
     cfg = small_cfg(**{"runtime.num_runners": 2, "learner.device": "cuda"})
     with pytest.raises(ConfigError, match="has no GPU"):
@@ -116,7 +116,7 @@ def test_a_cuda_learner_on_a_cluster_without_gpus_is_a_clear_error(cluster, smal
 
 
 def test_a_run_the_cluster_cannot_hold_fails_with_the_numbers(cluster, small_cfg):
-    from learners.config import ConfigError
+    from learners.config.schema import ConfigError
 
     # The cluster has 4 CPUs (2 nodes x 2): 4 runners + the learner's 1 would wait forever.
     cfg = small_cfg(**{"runtime.num_runners": 4, "runtime.address": cluster.address})
@@ -145,7 +145,7 @@ def test_an_address_where_no_cluster_answers_fails_fast(tmp_path):
 
 
 def test_a_dead_learner_stops_the_run_with_a_resumable_directory(cluster, small_cfg):
-    from learners.config import RunStopped
+    from learners.config.schema import RunStopped
 
     cfg = small_cfg(**{"runtime.num_runners": 1, "run.total_frames": 10**6,
                        "run.checkpoint_every_s": 1})

@@ -7,10 +7,10 @@ import shutil
 import pytest
 import yaml
 
-from learners.config import ConfigError
-from scripts.compare import load_spec, run_compare
-from scripts.report import learning_curve, param_count
-from scripts.trials import eval_is_current, make_job, needs_work, run_trial, trial_state
+from learners.config.schema import ConfigError
+from scripts.compare.command import load_spec, run_compare
+from scripts.compare.report import learning_curve, param_count
+from scripts.compare.trials import eval_is_current, make_job, needs_work, run_trial, trial_state
 from tests.test_compare import ROOT, write_compare
 
 
@@ -153,7 +153,7 @@ def test_trials_only_the_table_holds_are_rebuilt_from_it(tmp_path, capsys):
 def test_a_normalised_table_is_rebuilt_as_normalised_scores(tmp_path):
     # The lab suites' tables hold reference-normalised scores: rebuilt as normalised, with the
     # raw return where the table has a return column, and nothing trains.
-    from scripts import records
+    from scripts.compare import records
 
     table = tmp_path / "lab.csv"
     table.write_text("variant,seed,frames,task,score,return\n"

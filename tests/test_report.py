@@ -1,6 +1,6 @@
-"""The compare report's markdown tables (scripts/report.py)."""
+"""The compare report's markdown tables (scripts/compare/report.py)."""
 
-from scripts.report import per_task_markdown
+from scripts.compare.report import per_task_markdown
 
 
 def _variant(label: str, tasks: list[str], values: list[float]) -> dict:
@@ -23,7 +23,7 @@ def test_per_task_table_has_every_variants_tasks():
 
 
 def test_publish_copies_what_the_report_shows_and_drops_what_it_no_longer_does(tmp_path):
-    from scripts.publish import PublishSpec, write
+    from scripts.compare.publish import PublishSpec, write
 
     out = tmp_path / "out"
     out.mkdir()
@@ -40,7 +40,7 @@ def test_publish_copies_what_the_report_shows_and_drops_what_it_no_longer_does(t
 
 
 def test_a_partial_report_names_whole_seeds_left_out_as_ranges():
-    from scripts.trials import left_out
+    from scripts.compare.trials import left_out
 
     unfinished = ["a-seed5", *(f"{v}-seed{s}" for s in (6, 7, 9) for v in "abc")]
     finished = ["a-seed0", "b-seed0", "c-seed0", "b-seed5", "c-seed5"]
@@ -53,7 +53,7 @@ def test_curves_are_read_once_per_state_of_the_event_files(tmp_path, monkeypatch
     from tensorboard.backend.event_processing import event_accumulator
     from torch.utils.tensorboard import SummaryWriter
 
-    from scripts.curves import learning_curve
+    from scripts.compare.curves import learning_curve
 
     loads = []
     reload = event_accumulator.EventAccumulator.Reload

@@ -1,4 +1,4 @@
-"""A compare's ``csv:`` table (scripts/results_csv.py): its rows, columns and statuses."""
+"""A compare's ``csv:`` table (scripts/compare/results_csv.py): its rows, columns and statuses."""
 
 import json
 from pathlib import Path
@@ -6,16 +6,16 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from learners.run_dir import RunDir
-from scripts.compare import load_spec, main, run_compare
+from learners.runtime.run_dir import RunDir
+from scripts.compare.command import load_spec, main, run_compare
 from tests.test_compare import write_compare
 
 
 def test_the_csv_section_writes_one_row_per_trial_and_task(tmp_path, capsys):
     import csv
 
-    from scripts.report import learning_curve, time_to_threshold
-    from scripts.trials import make_job, run_trial
+    from scripts.compare.report import learning_curve, time_to_threshold
+    from scripts.compare.trials import make_job, run_trial
 
     table = tmp_path / "data" / "study.csv"
     columns = {"core_width": "agent.core_options.hidden_size", "seed": "seed",
@@ -53,8 +53,8 @@ def test_a_status_column_puts_every_trial_that_started_in_the_csv(tmp_path):
     """Finished, unfinished and failed trials each get a row; a trial never started has none."""
     import csv
 
-    from scripts.results_csv import rows
-    from scripts.trials import make_job, run_trial
+    from scripts.compare.results_csv import rows
+    from scripts.compare.trials import make_job, run_trial
 
     table = tmp_path / "study.csv"
     columns = {"variant": "variant", "seed": "seed", "status": "status", "frames": "frames",
@@ -97,7 +97,7 @@ def test_a_status_column_puts_every_trial_that_started_in_the_csv(tmp_path):
 def test_a_compare_without_evaluation_scores_variants_by_their_training_return(tmp_path):
     import csv
 
-    from scripts.trials import make_job, run_trial
+    from scripts.compare.trials import make_job, run_trial
 
     table = tmp_path / "study.csv"
     path = write_compare(tmp_path, evaluate={"episodes": 0}, csv={
@@ -137,7 +137,7 @@ def test_a_csv_column_that_names_nothing_is_one_line_before_anything_runs(tmp_pa
         assert main([str(path), "--dry-run"]) == 2
         err = capsys.readouterr().err
         assert words in err and len(err.strip().splitlines()) == 1, err
-    from scripts.results_csv import rows
+    from scripts.compare.results_csv import rows
 
     # A trial with no evaluation (evaluate.episodes 0) still has its row, task columns empty.
     res = {"score_key": "return_mean", "trials": [

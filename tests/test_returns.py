@@ -1,4 +1,4 @@
-"""Reference tests for learners/returns.py.
+"""Reference tests for learners/algorithms/returns.py.
 
 Naive loops in the papers' notation, analytic special cases, episode boundaries and terminated vs.
 truncated steps.
@@ -7,7 +7,7 @@ truncated steps.
 import pytest
 import torch
 
-from learners.returns import gae, vtrace
+from learners.algorithms.returns import gae, vtrace
 
 
 def discounted_returns(rewards, discounts, bootstrap_value):

@@ -73,8 +73,8 @@ def test_a_rims_run_saved_before_the_gate_loads_ungated(small_cfg, tmp_path, fmt
     """
     import yaml
 
-    from learners.config import save_config, to_dict
-    from learners.run_dir import RunDir
+    from learners.config.schema import save_config, to_dict
+    from learners.runtime.run_dir import RunDir
     from scripts.evaluate import load_run_config
 
     cfg = small_cfg(**{"agent.core": "rims", "agent.core_options": "{}"})

@@ -27,8 +27,8 @@ from minigrid.envs.empty import EmptyEnv
 from agents.config import AgentConfig
 from envs.runner import EnvRunner
 from envs.suites import EnvConfig
-from learners.batch import Batch
-from learners.terms import step_targets
+from learners.algorithms.batch import Batch
+from learners.algorithms.terms import step_targets
 
 LEFT, RIGHT, FORWARD = 0, 1, 2
 GOAL_ID, TIMEOUT_ID = "MiniGrid-ScriptedGoal-5x5-v0", "MiniGrid-ScriptedTimeout-5x5-v0"

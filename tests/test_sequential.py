@@ -1,4 +1,4 @@
-"""envs/sequential.py: the betting confidence sequence, by hand and by simulation."""
+"""scripts/compare/sequential.py: the betting confidence sequence, by hand and by simulation."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from envs import sequential as sq
+from scripts.compare import sequential as sq
 
 
 def _naive_capital(x: list[float], m: float, alpha: float, c: float = 0.75) -> list[float]:

@@ -20,7 +20,7 @@ from envs.batch import BatchStep
 from envs.runner import EnvRunner
 from envs.suites import EnvConfig
 from envs.trajectory import Trajectory
-from learners.batch import Batch
+from learners.algorithms.batch import Batch
 
 AGENT = AgentConfig(core_options={"hidden_size": 16}, torso_options={"hidden_size": 16})
 T, B = 8, 2

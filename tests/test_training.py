@@ -15,9 +15,9 @@ import torch
 
 from agents.cores import CORES
 from agents.heads import HEADS
-from learners.config import load_config
-from learners.run_dir import RunDir
-from learners.trainer import Trainer
+from learners.config.schema import load_config
+from learners.runtime.run_dir import RunDir
+from learners.runtime.trainer import Trainer
 from tests.conftest import small_overrides
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -64,7 +64,7 @@ def test_a_resume_drops_what_an_earlier_start_logged_after_its_checkpoint(small_
     # continue, so the run's curves (and a compare's frames to a threshold) leave it out.
     from torch.utils.tensorboard import SummaryWriter
 
-    from scripts.curves import learning_curve
+    from scripts.compare.curves import learning_curve
 
     cfg = small_cfg(**{"run.total_frames": 400, "run.log_every_s": 0.01})
     Trainer(cfg, RunDir.create(cfg, None), quiet=True).train()
@@ -123,8 +123,8 @@ def test_lr_decay_frames_runs_the_start_of_a_longer_schedule(tmp_path, small_cfg
 
 
 def test_lr_schedule_change_names_the_jump_and_only_a_jump():
-    from learners.config import load_config
-    from learners.schedule import lr_at, lr_schedule_change
+    from learners.config.schema import load_config
+    from learners.update.schedule import lr_at, lr_schedule_change
 
     def cfg(*overrides):
         return load_config("configs/impala_minigrid.yaml", list(overrides))
@@ -147,8 +147,8 @@ def test_lr_schedule_change_names_the_jump_and_only_a_jump():
 
 def test_lr_warmup_rises_linearly_then_joins_the_schedule():
     """The warmup scales the schedule by min(1, frames / warmup) and names itself on a jump."""
-    from learners.config import load_config
-    from learners.schedule import lr_at, lr_schedule_change
+    from learners.config.schema import load_config
+    from learners.update.schedule import lr_at, lr_schedule_change
 
     def cfg(*overrides):
         return load_config("configs/impala_minigrid.yaml", ["run.total_frames=1000", *overrides])
@@ -170,7 +170,7 @@ def test_lr_warmup_rises_linearly_then_joins_the_schedule():
 
 def test_progress_line_and_compare_reading_it_back(tmp_path, small_cfg, capsys):
     """The trainer's progress line gives frames, return and time left; compare shows it short."""
-    from learners.logbook import duration
+    from learners.runtime.logbook import duration
 
     cfg = small_cfg(**{"run.total_frames": 400, "run.log_every_s": 1e-3})
     Trainer(cfg, RunDir.create(cfg, None)).train()
@@ -178,7 +178,7 @@ def test_progress_line_and_compare_reading_it_back(tmp_path, small_cfg, capsys):
     assert lines and all("return(last100)" in x for x in lines)
     assert " eta " in lines[-2] and lines[-1].endswith("eta 0 s")  # the final line: none left
     # mira compare reads a running trial's newest line back from its train.log
-    from scripts.trial_runner import _progress
+    from scripts.compare.trial_runner import _progress
 
     trial = tmp_path / "trial"
     trial.mkdir()
@@ -193,7 +193,7 @@ def test_progress_line_and_compare_reading_it_back(tmp_path, small_cfg, capsys):
 
 
 def test_run_dir_refuses_to_overwrite(tmp_path, small_cfg):
-    from learners.config import ConfigError
+    from learners.config.schema import ConfigError
 
     cfg = small_cfg()
     Trainer(cfg, RunDir.create(cfg, None), quiet=True).train()
@@ -270,7 +270,7 @@ def test_rims_activation_frequency_reaches_tensorboard(small_cfg):
 
 @pytest.mark.parametrize("learner", ["impala", "ppo"])
 def test_bench_measures_every_stage(tmp_path, capsys, learner):
-    from scripts.bench import run_bench
+    from scripts.bench.command import run_bench
 
     overrides = [o for o in small_overrides(tmp_path) if not o.startswith("run.dir=")]
     # lock-step PPO with a learner on 2 threads, as the Atari preset: (c) on them as well
@@ -305,7 +305,7 @@ def test_bench_measures_every_stage(tmp_path, capsys, learner):
 
 
 def test_bench_repeat_measures_each_round_against_its_own_limit(tmp_path, capsys):
-    from scripts.bench import run_bench
+    from scripts.bench.command import run_bench
 
     overrides = [o for o in small_overrides(tmp_path) if not o.startswith("run.dir=")]
     figures = run_bench(str(ROOT / "configs/impala_minigrid.yaml"), overrides, seconds=0.2,
@@ -319,7 +319,7 @@ def test_bench_repeat_measures_each_round_against_its_own_limit(tmp_path, capsys
 
 
 def test_unroll_queue_parks_runners_while_two_batches_wait():
-    from learners.unroll_queue import UnrollQueue
+    from learners.runtime.unroll_queue import UnrollQueue
 
     q = UnrollQueue(per_update=2)  # runners wait once 2 batches (4 unrolls) wait for the learner
     assert [q.add(r, f"u{r}") for r in range(3)] == [True, True, True]
@@ -381,9 +381,9 @@ def test_unroll_queue_with_many_runners_keeps_the_learner_fed():
     idled between them (74% busy here; measured 11,627 steps/s). With room for one waiting
     unroll per runner both sides stay busy. The trainer gives its queue the run's runners.
     """
-    from learners.config import load_config
-    from learners.trainer import make_queue
-    from learners.unroll_queue import UnrollQueue
+    from learners.config.schema import load_config
+    from learners.runtime.trainer import make_queue
+    from learners.runtime.unroll_queue import UnrollQueue
 
     learner, runners = _queue_timeline(UnrollQueue(per_update=1, runners=15), 15, 0.6, 0.038)
     assert learner > 0.9 and runners > 0.95
@@ -427,7 +427,7 @@ def _nonfinite_loss_after(monkeypatch, updates: int, how: str = "loss"):
 def test_nonfinite_update_is_skipped_and_leaves_weights_and_optimizer_alone(
         small_cfg, monkeypatch, how):
     from envs.runner import EnvRunner
-    from learners.learner import Learner
+    from learners.update.learner import Learner
 
     cfg = small_cfg()
     runner = EnvRunner(cfg.env, cfg.agent, envs_per_runner=4, unroll_length=5)
@@ -484,8 +484,8 @@ def test_resume_and_evaluate_refuse_a_checkpoint_with_nonfinite_weights(
 
 def test_an_error_while_building_the_run_is_one_config_line(
         tmp_path, small_cfg, monkeypatch, capsys):
-    import learners.fleet as fleet
-    from learners.config import ConfigError
+    import learners.runtime.fleet as fleet
+    from learners.config.schema import ConfigError
     from scripts.cli import main
 
     class Broken:
@@ -508,7 +508,7 @@ def test_an_error_while_building_the_run_is_one_config_line(
 
 
 def test_lock_step_queue_releases_every_runner_only_after_the_update():
-    from learners.unroll_queue import UnrollQueue
+    from learners.runtime.unroll_queue import UnrollQueue
 
     q = UnrollQueue(per_update=3, lock_step=True)
     assert [q.add(i, f"u{i}") for i in range(3)] == [False, False, False]  # all parked

@@ -17,9 +17,9 @@ import pytest
 import torch
 
 from agents.agent import AgentOutput
-from learners.batch import Batch
-from learners.config import load_config, save_config
-from learners.impala import impala_loss, impala_targets
+from learners.algorithms.batch import Batch
+from learners.algorithms.impala import impala_loss, impala_targets
+from learners.config.schema import load_config, save_config
 from tests.conftest import random_batch, small_overrides
 from tests.test_returns import naive_vtrace
 
@@ -168,7 +168,7 @@ def learner_on_batch(tmp_path, setting: str):
     Returns the learner, the trajectory, its batch and the learner's output on it before any
     update, after checking that every threshold reached that output's batch.
     """
-    from learners.learner import Learner
+    from learners.update.learner import Learner
 
     cfg = load_config(None, small_overrides(tmp_path) + overrides("overrides") + [setting])
     runner, traj = runner_batch(cfg)

@@ -67,7 +67,7 @@ Deviations and readings of under-specified points, and why:
   gives inactive RIMs' dynamics no gradient from that step either.
 - Dropout (Table 3) is applied to the attention weights of both attentions, after the top-k
   selection, which always uses the un-dropped weights. ``nn.Dropout`` is off in eval mode, and
-  mira's RL learners run the agent in eval mode like the actors do (``learners/learner.py``):
+  mira's RL learners run the agent in eval mode like the actors do (``learners/update/learner.py``):
   V-trace and PPO ratios need the learner's policy to equal the behaviour policy for the same
   weights, which two different dropout masks would break. Dropout therefore acts in supervised
   use (``scripts/papers/copying.py``), not in RL training.

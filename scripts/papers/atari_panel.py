@@ -2,7 +2,7 @@ r"""``python -m scripts.papers.atari_panel``: Atari presets on a few games, besi
 
 Each learner preset (``configs/impala_atari.yaml``, ``configs/ppo_atari.yaml``) trains on
 Pong, Breakout, Boxing and Freeway for a frame budget and one or more seeds, through ``mira
-compare`` (``scripts/compare.py``): an interrupted panel continues where it stopped when the
+compare`` (``scripts/compare/command.py``): an interrupted panel continues where it stopped when the
 same command is run again, and raising ``--frames`` extends finished trials. On 2 cores the
 trials run one at a time (``--max-concurrent 1``); each trial is a whole ``mira train`` run
 with its preset's runners. A trial runs the first ``--frames`` of a 40M-frame protocol: the
@@ -128,8 +128,8 @@ def collect(trials) -> dict:
     the last point of its curve, ``finished`` False and, while it runs, no wall time (None);
     a trial with no curve point yet is left out.
     """
-    from scripts.report import learning_curve
-    from scripts.trials import read_json
+    from scripts.compare.report import learning_curve
+    from scripts.compare.trials import read_json
 
     cells: dict = {}
     for t in trials:
@@ -289,8 +289,8 @@ def main(argv: list[str] | None = None) -> int:
                         "as they stand (a running or stopped trial's row says unfinished)")
     args = p.parse_args(argv)
     from envs.scores import reference_scores as random_human
-    from learners.config import ConfigError
-    from scripts.compare import load_spec, run_compare
+    from learners.config.schema import ConfigError
+    from scripts.compare.command import load_spec, run_compare
 
     if args.frames <= 0 or args.schedule_frames <= 0:
         p.error(f"--frames and --schedule-frames must be positive, got {args.frames:g} and "

@@ -50,8 +50,8 @@ def readout(config: str, overrides: list[str], updates: int, T: int = 20, B: int
     ``(update, explained variance on the held-out batches)`` at 0 and every ``every`` updates.
     """
     from envs.atari import make_atari
-    from learners.config import load_config
-    from learners.learner import Learner
+    from learners.config.schema import load_config
+    from learners.update.learner import Learner
 
     cfg = load_config(config, ["runtime.num_runners=0", *overrides])
     if cfg.env.suite != "atari" or cfg.env.game not in SCREEN_RAM:
@@ -123,7 +123,7 @@ def checkpoint(run_dir: str, envs: int | None = None, path=None) -> dict:
     ``policy_spread_per_task`` maps each task's name to the mean over actions of the policy's
     spread across that task's frames (one entry for a one-task suite).
     """
-    from learners.run_dir import RunDir
+    from learners.runtime.run_dir import RunDir
 
     run = RunDir.open(run_dir)
     path = run.latest_checkpoint() if path is None else path
@@ -142,8 +142,8 @@ def initial(config: str, overrides: list[str], seeds: list[int],
     The learner builds the agent as a run with ``run.seed`` = each of ``seeds`` would (the
     weights depend on the seed alone); returns the probe's results (``frames`` 0), one per seed.
     """
-    from learners.config import load_config
-    from learners.learner import Learner
+    from learners.config.schema import load_config
+    from learners.update.learner import Learner
 
     results = []
     for seed in seeds:
@@ -252,7 +252,7 @@ def main(argv: list[str] | None = None) -> int:
     i.add_argument("overrides", nargs="*", help="dotted.key=value")
     i.add_argument("--seeds", type=int, nargs="+", default=[0])
     args = parser.parse_args(argv)
-    from learners.typed_yaml import ConfigError
+    from learners.config.typed_yaml import ConfigError
 
     try:  # a config or override the loader refuses: its one-line message, no traceback
         if args.command == "initial":
@@ -269,7 +269,7 @@ def main(argv: list[str] | None = None) -> int:
         if not args.every:
             checkpoint(run_dir)
             continue
-        from learners.run_dir import RunDir
+        from learners.runtime.run_dir import RunDir
 
         paths = RunDir.open(run_dir).checkpoint_paths()
         if not paths:

@@ -1,0 +1,211 @@
+"""A run directory and what every run leaves in it (docs/design.md, "Every run leaves").
+
+``runs/<name>/``: ``config.yaml`` (resolved), ``meta.json`` (seed, git revision, command),
+TensorBoard event files, ``checkpoints/ckpt_<frames>.pt`` (plain state dicts, loadable
+with ``torch.load(..., weights_only=True)``) and ``summary.json``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import torch
+
+from learners.config.schema import (
+    CONFIG_FORMAT,
+    ConfigError,
+    ExperimentConfig,
+    load_config,
+    save_config,
+)
+from learners.update.schedule import lr_schedule_change
+
+
+def git_revision() -> str:
+    """This checkout's HEAD commit, with ``-dirty`` if it has changes; ``unknown`` without git."""
+    try:
+        here = Path(__file__).resolve().parent
+        out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=here, capture_output=True, text=True,
+                             timeout=5)
+        dirty = subprocess.run(["git", "status", "--porcelain"], cwd=here, capture_output=True,
+                               text=True, timeout=5)
+        rev = out.stdout.strip() or "unknown"
+        return rev + ("-dirty" if dirty.stdout.strip() else "")
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+
+
+def nonfinite_tensors(tensors: dict) -> list[str]:
+    """Names of the floating-point tensors in ``tensors`` holding a NaN or an infinity."""
+    return [k for k, v in tensors.items()
+            if isinstance(v, torch.Tensor) and v.is_floating_point()
+            and not bool(torch.isfinite(v).all())]
+
+
+LEFT_BY_A_START = ("*tfevents*", "bursts", "summary.json")  # RunDir.create moves them aside
+
+
+class RunDir:
+    """A run directory (``runs/<name>/``, module docstring) and its checkpoints."""
+
+    def __init__(self, path: str | Path):
+        self.path = Path(path)
+        self.checkpoints = self.path / "checkpoints"
+        self.cfg: ExperimentConfig | None = None  # the config a new run saved (create)
+
+    @staticmethod
+    def create(cfg: ExperimentConfig, config_path: str | None) -> RunDir:
+        """A new run's directory, with its ``config.yaml`` and ``meta.json`` written.
+
+        An unset ``run.name`` becomes ``<config file stem>-<timestamp>`` and an unset
+        ``run.dir`` ``runs/<name>``: the config with them, as saved, is the run's ``cfg``
+        (``cfg`` itself is frozen). A directory that already holds a checkpoint is a
+        ConfigError. What a start that ended before its first checkpoint left
+        (``LEFT_BY_A_START``: event files, kept bursts, its summary) goes to ``superseded/``, so
+        the new run's curves and bursts are its own (a curve keeps the last value per frame
+        count, and the two starts log at different ones; an old burst file's name would block
+        the new run's at that step).
+        """
+        stem = Path(config_path).stem if config_path else "run"
+        name = cfg.run.name or f"{stem}-{time.strftime('%Y%m%d-%H%M%S')}"
+        cfg = replace(cfg, run=replace(cfg.run, name=name,
+                                       dir=cfg.run.dir or str(Path("runs") / name)))
+        run = RunDir(cfg.run.dir)
+        run.cfg = cfg
+        if run.latest_checkpoint() is not None:
+            raise ConfigError(f"run.dir {cfg.run.dir} already holds a run; "
+                              f"continue it with `mira train --resume {cfg.run.dir}` "
+                              "or pick another run.dir")
+        run.checkpoints.mkdir(parents=True, exist_ok=True)
+        if stale := sorted(p for pattern in LEFT_BY_A_START for p in run.path.glob(pattern)):
+            (run.path / "superseded").mkdir(exist_ok=True)
+            for f in stale:
+                f.replace(run.path / "superseded" / f.name)
+            print(f"[mira] {run.path}: what a start that ended before its first checkpoint left "
+                  f"({', '.join(f.name for f in stale)}) moved to superseded/", file=sys.stderr)
+        save_config(cfg, run.path / "config.yaml")
+        meta = {"config_format": CONFIG_FORMAT, "seed": cfg.run.seed,
+                "git_revision": git_revision(), "command": sys.argv, "started": time.time(),
+                "host": os.uname().nodename}
+        (run.path / "meta.json").write_text(json.dumps(meta, indent=2))
+        return run
+
+    @staticmethod
+    def open(path: str | Path) -> RunDir:
+        """An existing run directory, to resume; one without config.yaml is a ConfigError."""
+        run = RunDir(path)
+        if not run.path.is_dir():
+            raise ConfigError(f"cannot resume: run directory {str(path)!r} does not exist")
+        if not (run.path / "config.yaml").is_file():
+            raise ConfigError(f"cannot resume: {str(path)!r} has no config.yaml; "
+                              "is it a mira run directory?")
+        return run
+
+    def load_config(self, overrides: list[str] | None = None) -> ExperimentConfig:
+        """The saved config.yaml with ``overrides`` (``load_config`` of the directory)."""
+        return load_config(self.path, overrides)
+
+    def resume_config(self, overrides: list[str] | None = None) -> ExperimentConfig:
+        """The run's config with ``overrides``, saved so that a later plain ``--resume`` keeps them.
+
+        The config is written back to ``config.yaml`` and the overrides recorded in
+        ``meta.json``.
+        """
+        cfg = self.load_config(overrides)
+        if overrides:
+            save_config(cfg, self.path / "config.yaml")
+            meta_path = self.path / "meta.json"
+            meta = json.loads(meta_path.read_text()) if meta_path.is_file() else {}
+            meta.setdefault("resumes", []).append({"overrides": list(overrides),
+                                                   "time": time.time()})
+            meta["config_format"] = CONFIG_FORMAT  # config.yaml is now written in this format
+            meta_path.write_text(json.dumps(meta, indent=2))
+        return cfg
+
+    # ------------------------------------------------------------------ checkpoints
+
+    @staticmethod
+    def frames_of(path: Path) -> int:
+        """The frames a ``ckpt_<frames>.pt`` checkpoint was written at, from its name."""
+        return int(path.stem.split("_")[1])
+
+    def checkpoint_paths(self) -> list[Path]:
+        """The run's checkpoint files, fewest frames first.
+
+        Only ``ckpt_<frames>.pt`` names count: a file renamed by hand (``ckpt_best.pt``) is
+        not one of the run's checkpoints.
+        """
+        paths = [p for p in self.checkpoints.glob("ckpt_*.pt")
+                 if p.stem[5:].isascii() and p.stem[5:].isdecimal()]
+        return sorted(paths, key=self.frames_of)
+
+    def schedule_note(self, cfg: ExperimentConfig) -> str | None:
+        """A line when resuming under ``cfg`` moves the learning rate off the saved schedule.
+
+        ``update.schedule.lr_schedule_change`` at the latest checkpoint's frames, between the
+        saved config.yaml and ``cfg``; None without a checkpoint or when nothing changes.
+        """
+        ckpt = self.latest_checkpoint()
+        if ckpt is None or not (self.path / "config.yaml").is_file():
+            return None
+        return lr_schedule_change(self.load_config(), cfg, self.frames_of(ckpt))
+
+    def latest_checkpoint(self) -> Path | None:
+        """The checkpoint with the most frames, or None."""
+        paths = self.checkpoint_paths()
+        return paths[-1] if paths else None
+
+    def save_checkpoint(self, state: dict, frames: int, keep: int) -> Path:
+        """Write ``state`` as ``ckpt_<frames>.pt``; keep the newest ``keep`` (0: all) of them."""
+        self.checkpoints.mkdir(parents=True, exist_ok=True)
+        path = self.checkpoints / f"ckpt_{frames:012d}.pt"
+        tmp = path.with_suffix(".tmp")
+        torch.save(state, tmp)
+        os.replace(tmp, path)  # a crash mid-write never leaves a torn checkpoint
+        for old in self.checkpoint_paths()[:-keep] if keep > 0 else []:
+            old.unlink(missing_ok=True)
+        return path
+
+    @staticmethod
+    def load_checkpoint(path: str | Path) -> dict:
+        """A checkpoint's state, on the CPU; one whose agent weights are not all finite is refused.
+
+        The refusal is a ConfigError naming the checkpoints that are left (never resume or
+        evaluate NaN weights).
+        """
+        path = Path(path)
+        in_run = path.parent.name == "checkpoints"
+        others = ", ".join(p.name for p in RunDir(path.parent.parent).checkpoint_paths()
+                           if p != path) if in_run else ""
+        aside = (f"; move it aside to use an earlier one "
+                 f"({others or 'none left in its checkpoints/'})" if in_run
+                 else "; give a run directory or a checkpoints/ckpt_<frames>.pt file")
+        try:
+            state = torch.load(path, map_location="cpu", weights_only=True)
+        except Exception as e:  # not a checkpoint, or a torn or foreign file
+            first = (str(e).strip().splitlines() or [type(e).__name__])[0]
+            raise ConfigError(f"{path} is not a mira checkpoint that torch can read "
+                              f"({first:.120}){aside}") from None
+        if not (isinstance(state, dict) and isinstance(state.get("learner"), dict)
+                and "agent" in state["learner"] and "progress" in state):
+            raise ConfigError(f"{path} is not a mira checkpoint (no learner weights and progress "
+                              f"in it){aside}")
+        bad = nonfinite_tensors(state["learner"]["agent"])
+        if bad:
+            raise ConfigError(
+                f"checkpoint {path} holds non-finite weights "
+                f"({', '.join(bad[:3])}{', ...' if len(bad) > 3 else ''}); "
+                "use an earlier one "
+                f"({others or 'none left in its checkpoints/'})"
+            )
+        return state
+
+    def write_summary(self, summary: dict) -> None:
+        """Write ``summary`` to the run's ``summary.json``."""
+        (self.path / "summary.json").write_text(json.dumps(summary, indent=2))

@@ -1,0 +1,5 @@
+"""The update around an algorithm: the ``Learner``, its batches, optimizers and schedules.
+
+The ``Learner`` owns forward, backward, clipping, the non-finite guard, PopArt, the optimizer
+step and versions; ``optim``, ``schedule``, ``device`` and ``malloc`` what it uses.
+"""
