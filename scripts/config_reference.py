@@ -105,6 +105,8 @@ def table(cls: type, prefix: str, ranges: dict, option: bool = False,
     hints = typing.get_type_hints(cls)
     docs = {}
     for klass in reversed(cls.__mro__[:-1]):  # a suite's options: the suite's comment too
+        if klass.__dict__.get("__source_less__"):
+            continue  # built from a registry (learner.<algorithm>): its sections are tables
         docs.update(field_comments(klass))
     rows, nested = [], []
     for f in dataclasses.fields(cls):

@@ -21,7 +21,10 @@ An entry says:
   (IMPALA; V-trace corrects the lag); IMPALA may be run in lock-step (synchronous, as A2C),
   PPO only so;
 - ``unrolls_per_update(cfg)``: runner trajectories in one batch;
-- ``check(cfg)``: a sentence saying what to change in the config, or None.
+- ``check(cfg)``: a sentence saying what to change in the config, or None;
+- ``options`` (optional): the config class of the settings this algorithm alone reads, its
+  ``learner.<name>`` section (``ImpalaConfig``, ``PPOConfig``); the schema builds one section
+  per entry that declares one (``learners.config.schema.learner_config``).
 
 A new algorithm is one loss file plus one entry here.
 """
@@ -50,6 +53,7 @@ class Algorithm:
     unrolls_per_update: Callable  # (cfg) -> int
     check: Callable  # (cfg) -> Optional[str]
     stop_early: Callable | None = None  # (metrics, cfg) -> bool
+    options: type | None = None  # the dataclass of its learner.<name> section
 
 
 LEARNERS: Registry[Algorithm] = Registry("learner")
@@ -130,12 +134,13 @@ LEARNERS.register("impala")(Algorithm(
     targets=impala.impala_targets, loss=impala.impala_loss,
     fixed_targets=lambda cfg: cfg.impala.fixed_targets, reads_output=True,
     popart_from_last_pass=True, defaults=impala.DEFAULTS, check=_impala_check,
+    options=impala.ImpalaConfig,
     unrolls_per_update=lambda cfg: cfg.learner.batch_size // cfg.runtime.envs_per_runner,
 ))
 LEARNERS.register("ppo")(Algorithm(
     targets=ppo.gae_targets, loss=ppo.ppo_loss,
     fixed_targets=lambda cfg: True, reads_output=False,
     popart_from_last_pass=False, defaults=ppo.DEFAULTS, check=_ppo_check,
-    stop_early=ppo.stop_early,
+    stop_early=ppo.stop_early, options=ppo.PPOConfig,
     unrolls_per_update=lambda cfg: max(cfg.runtime.num_runners, 1),
 ))

@@ -23,8 +23,7 @@ import yaml
 from agents.config import AgentConfig
 from agents.registry import ranged
 from envs.suites import ENVS, EnvConfig, MiniGridOptions, suite_options
-from learners.algorithms.impala import ImpalaConfig
-from learners.algorithms.ppo import PPOConfig
+from learners.algorithms import LEARNERS
 from learners.config.migrations import (  # noqa: F401
     CONFIG_FORMAT,
     MOVED,
@@ -122,7 +121,7 @@ class OptimizerConfig:
 
 
 @dataclass(frozen=True)
-class LearnerConfig:
+class LearnerSettings:
     """The ``learner:`` section: the algorithm, its targets and loss, and the learner's device."""
 
     name: str = "impala"  # impala or ppo
@@ -171,10 +170,38 @@ class LearnerConfig:
     capture_grad_norm: float = ranged(0.0, 0)
     optimizer: OptimizerConfig = field(default_factory=OptimizerConfig)
 
-    # Settings one algorithm alone reads, declared beside its loss:
 
-    impala: ImpalaConfig = field(default_factory=ImpalaConfig)  # learners/algorithms/impala.py
-    ppo: PPOConfig = field(default_factory=PPOConfig)  # learners/algorithms/ppo.py
+_LEARNER_CLASSES: dict[tuple, type] = {}
+
+
+def learner_config() -> type:
+    """The ``learner:`` section's class: ``LearnerSettings`` and one section per algorithm.
+
+    Each ``LEARNERS`` entry that declares ``options`` (the settings it alone reads, declared
+    beside its loss) gets the field ``learner.<name>`` of that class, after the shared
+    settings, in the registry's order of names. A new algorithm gets its section from its
+    entry; this module does not name it. The class is built once per set of entries:
+    ``LearnerConfig`` below is the one for the algorithms mira ships, and an entry registered
+    later (a test's) gets a subclass of it with its own section added.
+    """
+    sections = tuple((name, LEARNERS.get(name).options) for name in LEARNERS.names()
+                     if LEARNERS.get(name).options is not None)
+    if sections not in _LEARNER_CLASSES:
+        base = next((cls for have, cls in _LEARNER_CLASSES.items()
+                     if set(have) <= set(sections)), LearnerSettings)
+        own = {f.name for f in dataclasses.fields(base)}
+        cls = dataclasses.make_dataclass(
+            "LearnerConfig", [(name, options, field(default_factory=options))
+                              for name, options in sections if name not in own],
+            bases=(base,), frozen=True,
+            # no source of its own: the reference reads the shared keys' comments from the base
+            namespace={"__doc__": LearnerSettings.__doc__, "__source_less__": True})
+        cls.__module__ = __name__  # pickled by reference (a Ray actor's config)
+        _LEARNER_CLASSES[sections] = cls
+    return _LEARNER_CLASSES[sections]
+
+
+LearnerConfig = learner_config()
 
 
 @dataclass(frozen=True)
@@ -242,6 +269,8 @@ def load_config(source: str | Path | dict | None = None, overrides: list[str] | 
         set_dotted(data, key, value)
     data["env"] = _load_env(data.get("env"), {key for key, _ in parsed})
     data["agent"] = _load_agent(data.get("agent"))
+    data["learner"] = from_dict(learner_config(), _section(data.get("learner"), "learner"),
+                                "learner")
     return validate(from_dict(ExperimentConfig, data), runtime)
 
 
