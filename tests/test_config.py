@@ -9,13 +9,15 @@ from scripts.cli import main
 
 ROOT = Path(__file__).resolve().parents[1]
 
-CONFIGS = sorted(Path(__file__).resolve().parents[1].joinpath("configs").glob("*.yaml"))
+# presets and example compare files at the top of configs/, declared studies in configs/studies/
+CONFIGS = sorted([*ROOT.joinpath("configs").glob("*.yaml"),
+                  *ROOT.joinpath("configs", "studies").glob("*.yaml")])
 
 
 @pytest.mark.parametrize("path", CONFIGS, ids=lambda p: p.name)
 def test_every_preset_loads(path):
     if path.name.startswith(("compare_", "study_")):
-        pytest.skip("compare files (compare_*, study_*) are read by mira compare")
+        pytest.skip("compare files (compare_*, studies/study_*) are read by mira compare")
     cfg = load_config(path)
     assert cfg.run.total_frames > 0
 
@@ -28,6 +30,13 @@ def test_every_compare_file_loads_with_every_trial_config(path, tmp_path):
     spec, trials, _ = load_spec(path, out=str(tmp_path))
     assert len(trials) == len({t.variant for t in trials}) * len(spec.seeds)
     assert all(t.cfg.run.total_frames > 0 for t in trials)
+
+
+def test_presets_and_declared_studies_live_apart():
+    top = {p.name for p in ROOT.joinpath("configs").glob("*.yaml")}
+    studies = {p.name for p in ROOT.joinpath("configs", "studies").glob("*.yaml")}
+    assert studies and all(name.startswith("study_") for name in studies)
+    assert not [name for name in top if name.startswith("study_")], "studies go in configs/studies/"
 
 
 def test_overrides_and_types():

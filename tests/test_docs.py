@@ -39,7 +39,7 @@ def _python_prose(path: Path) -> list[tuple[int, str]]:
 
 def _texts():
     for path in [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md")),
-                 *sorted((ROOT / "configs").glob("*.yaml")),
+                 *sorted((ROOT / "configs").rglob("*.yaml")),
                  *sorted((ROOT / "envs" / "data").glob("*.md"))]:
         yield path, [(1, path.read_text(encoding="utf-8"))]
     for folder in PY_DIRS:

@@ -5,7 +5,7 @@ the multitask setting of Jayakumar et al. 2020, section 6.1), in six families: r
 language, lasertag, natlab, psychlab, explore (skymaze folds into explore). Existing
 MiniGrid/BabyAI levels stand in where one fits; the others are written here on MiniGrid's
 API (``rooms``, ``arena``, ``psychlab``, ``explore``). The level table is
-``levels.LEVELS`` and ``envs/data/LAB30.md``.
+``levels.LEVELS`` and ``docs/results/data/LAB30.md``.
 
 Importing this package
 - registers ``mira/Lab30-<level>-v0`` with gymnasium (mira's observation: ``pixels`` uint8

@@ -7,7 +7,7 @@ gets the mission as an instruction, and which reference solver scores it
 (``envs.lab.experts``). DMLab-30's seven prefixes fold into six families: skymaze's
 irreversible paths join ``explore`` (both are navigation to a goal), so ``LAB6`` can take
 one level per family. The table is repeated, with measured scores, in
-``envs/data/LAB30.md``.
+``docs/results/data/LAB30.md``.
 
 Instructions: as in DMLab-30, only the language levels carry one. The other levels'
 missions are replaced by the empty string (all-zero tokens), so a constant mission

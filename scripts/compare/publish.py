@@ -3,11 +3,11 @@
 A compare's report lives in its output directory (``runs/compare/<name>/``), which is not
 committed. A study publishes it beside its csv, so the result travels with the code::
 
-    publish: {path: envs/data/study_heads_lab6, figure: final_scores}
+    publish: {path: docs/results/data/study_heads_lab6, figure: final_scores}
 
-makes every report also write ``envs/data/study_heads_lab6.md`` (the report, its image links
-pointing at the copies), ``envs/data/study_heads_lab6.png`` (the ``figure`` plot) and
-``envs/data/study_heads_lab6_<plot>.png`` for the other plots the report has.
+makes every report also write ``docs/results/data/study_heads_lab6.md`` (the report, its image links
+pointing at the copies), ``docs/results/data/study_heads_lab6.png`` (the ``figure`` plot) and
+``docs/results/data/study_heads_lab6_<plot>.png`` for the other plots the report has.
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ class PublishSpec:
         if self.path and (self.path.endswith((".md", ".png", "/"))
                           or Path(self.path).name in ("", ".", "..")):
             raise ValueError(f"publish.path: {self.path!r} is not a file stem (give one without "
-                             "a suffix, e.g. envs/data/study_heads_lab6)")
+                             "a suffix, e.g. docs/results/data/study_heads_lab6)")
 
 
 def destinations(spec: PublishSpec) -> dict[str, Path]:

@@ -3,7 +3,7 @@
 A study's trials run for hours, and their run directories (checkpoints of megabytes each)
 live under the ignored ``runs/``; a machine handed back takes them with it. With::
 
-    keep: envs/data/study_heads_lab6_trials   # relative to the working directory
+    keep: docs/results/data/study_heads_lab6_trials   # relative to the working directory
 
 every report the compare writes (``--report`` included) copies, for each trial it holds,
 what the report and the plan read into ``<keep>/<trial>/``: ``summary.json``,

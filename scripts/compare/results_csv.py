@@ -3,7 +3,7 @@
 A study's data file is this table with the columns it names, e.g.::
 
     csv:
-      path: envs/data/study_heads_lab6.csv     # relative to the working directory
+      path: docs/results/data/study_heads_lab6.csv     # relative to the working directory
       columns: {variant: variant, seed: seed, frames: frames, task: task, score: score}
 
 Each column is an output name mapped to what it holds: a trial's ``variant``, ``trial``
