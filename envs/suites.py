@@ -4,9 +4,11 @@ A suite turns the ``env`` config into a ``SuiteSpec``: the list of tasks (one ta
 level or game; the task index is the task ID every trajectory carries), a picklable
 factory ``make(task_index, seed) -> gym.Env`` with mira's observation dict, the number
 of actions shared by all tasks, and the name under which scores are normalised.
-``ENVS`` maps ``env.suite`` to the function that builds the spec; a new suite is one
-function registered with ``register_suite`` together with its options (a subclass of
-``EnvConfig``: the keys of the ``env`` section it reads).
+``ENVS`` maps ``env.suite`` to a ``Suite``: the function that builds the spec, its options
+(a subclass of ``EnvConfig``: the keys of the ``env`` section it reads) and what else the
+code outside the suite asks of it (how a config names its tasks, how to check those names,
+its own combination rules, its evaluation protocols, its video rate). A new suite is one
+function registered with ``register_suite``; nothing outside it names the suite.
 """
 
 from __future__ import annotations
@@ -86,22 +88,50 @@ class SuiteSpec:
 BACKENDS = ("ale_vector", "gymnasium")  # env.backend's values (suite atari)
 
 
-ENVS: Registry = Registry("env suite")
+@dataclass(frozen=True)
+class Suite:
+    """One ``ENVS`` entry: a suite's builder and what it declares about itself.
+
+    Code outside the suite asks these instead of comparing ``env.suite`` with a name.
+    """
+
+    build: Callable[[EnvConfig], SuiteSpec]  # the suite's options -> its SuiteSpec
+    Options: type[EnvConfig]  # the env section's class (the keys the suite reads)
+    # options -> (config key, task names) when the config names the tasks (levels, games);
+    # None: a fixed task list, counted by building the suite
+    named_tasks: Callable[[EnvConfig], tuple[str, list[str]]] | None = None
+    # () -> (gymnasium id pattern, valid task names): checks named tasks before any env is
+    # built, a typo answered with close names; None: not checked
+    known_ids: Callable[[], tuple[str, list[str]]] | None = None
+    # options -> a sentence saying what to change, or None: the suite's own combination rules
+    check: Callable[[EnvConfig], str | None] | None = None
+    # (options, protocol) -> the env overrides that evaluate a run under another protocol
+    # (``mira evaluate --protocol``); None: the suite has no protocols
+    protocol_overrides: Callable[[EnvConfig, str], list[str]] | None = None
+    video_fps: int = 8  # frames per second of a recorded episode (one frame per agent step)
+
+    def __call__(self, cfg: EnvConfig) -> SuiteSpec:
+        """The ``SuiteSpec`` of these options."""
+        return self.build(cfg)
 
 
-def register_suite(name: str, options: type[EnvConfig]):
+ENVS: Registry[Suite] = Registry("env suite")
+
+
+def register_suite(name: str, options: type[EnvConfig], **declared):
     """Decorator: register a suite function as ``name``; its env section is ``options``.
 
-    The function takes an ``options`` instance and returns a ``SuiteSpec``; the options
-    class is kept on it as ``Options``.
+    The function takes an ``options`` instance and returns a ``SuiteSpec``; ``declared``
+    are the ``Suite`` fields it sets besides (``named_tasks``, ``check``, ...). Returns the
+    function unchanged.
     """
     if not (isinstance(options, type) and issubclass(options, EnvConfig)
             and options is not EnvConfig):
         raise TypeError(f"suite {name!r}: its options must be a subclass of EnvConfig")
 
     def add(fn):
-        fn.Options = options
-        return ENVS.register(name)(fn)
+        ENVS.register(name)(Suite(fn, options, **declared))
+        return fn
 
     return add
 
@@ -162,23 +192,63 @@ def make_batch(suite: SuiteSpec, tasks: list[int], seeds: list[int]):
 def config_tasks(cfg: EnvConfig) -> tuple[str, list[str]] | None:
     """(config key, task ids) of the suites whose tasks the config names.
 
-    minigrid: levels, atari: games; None for suites with a fixed task list.
+    minigrid: levels, atari: games; None for suites with a fixed task list
+    (``Suite.named_tasks``).
     """
-    if cfg.suite == "minigrid":
-        return ("env.levels", list(cfg.levels)) if cfg.levels else ("env.level", [cfg.level])
-    if cfg.suite == "atari":
-        return ("env.games", list(cfg.games)) if cfg.games else ("env.game", [cfg.game])
-    return None
+    named = ENVS.get(cfg.suite).named_tasks
+    return None if named is None else named(cfg)
 
 
-@register_suite("minigrid", MiniGridOptions)
+def _minigrid_tasks(cfg: MiniGridOptions) -> tuple[str, list[str]]:
+    return ("env.levels", list(cfg.levels)) if cfg.levels else ("env.level", [cfg.level])
+
+
+def _minigrid_ids() -> tuple[str, list[str]]:
+    import minigrid  # noqa: F401  (registers MiniGrid-* and BabyAI-*)
+
+    return "{}", sorted(k for k in gym.registry if k.startswith(("MiniGrid-", "BabyAI-")))
+
+
+@register_suite("minigrid", MiniGridOptions, named_tasks=_minigrid_tasks,
+                known_ids=_minigrid_ids)
 def minigrid_suite(cfg: MiniGridOptions) -> SuiteSpec:
     """MiniGrid/BabyAI levels as tasks: 7 actions, raw returns (no score table)."""
     levels = config_tasks(cfg)[1]
     return SuiteSpec(levels, functools.partial(_make_minigrid, levels), 7, "none")
 
 
-@register_suite("atari", AtariOptions)
+def _atari_tasks(cfg: AtariOptions) -> tuple[str, list[str]]:
+    return ("env.games", list(cfg.games)) if cfg.games else ("env.game", [cfg.game])
+
+
+def _ale_ids() -> tuple[str, list[str]]:
+    import ale_py
+
+    gym.register_envs(ale_py)
+    return "ALE/{}-v5", sorted(k[4:-3] for k in gym.registry
+                               if k.startswith("ALE/") and k.endswith("-v5"))
+
+
+def _atari_check(cfg: AtariOptions) -> str | None:
+    if len(_atari_tasks(cfg)[1]) > 1 and cfg.full_action_space is False:
+        return "env.full_action_space=false: multitask Atari needs one action set for all games"
+    return None
+
+
+def _atari_protocol(cfg: AtariOptions, protocol: str) -> list[str]:
+    """Overrides evaluating under ``protocol``, keeping the action set the agent trained with.
+
+    The protocols differ in action sets too (dqn: minimal, machado: full); the agent keeps
+    the one it was trained with, so only sticky actions and no-op starts change.
+    """
+    trained_actions = build_suite(cfg).num_actions
+    return [f"env.protocol={protocol}",
+            f"env.full_action_space={str(trained_actions == 18).lower()}"]
+
+
+@register_suite("atari", AtariOptions, named_tasks=_atari_tasks, known_ids=_ale_ids,
+                check=_atari_check, protocol_overrides=_atari_protocol,
+                video_fps=15)  # 60 Hz emulator / frame skip 4
 def atari_suite(cfg: AtariOptions) -> SuiteSpec:
     """ALE games as tasks, 4 frames a step; the action count is probed from the first game.
 
@@ -200,27 +270,19 @@ def atari_suite(cfg: AtariOptions) -> SuiteSpec:
 
 
 def check_task_ids(cfg: EnvConfig) -> None:
-    """Raise ``KeyError`` naming close valid ids for an unregistered MiniGrid level or Atari game.
+    """Raise ``KeyError`` naming close valid ids for a task gymnasium does not know.
 
-    Checks gymnasium's registry; no env is built, so this is cheap enough for config validation.
+    The suite says how its ids look and which exist (``Suite.known_ids``: MiniGrid levels,
+    Atari games), read from gymnasium's registry; no env is built, so this is cheap enough
+    for config validation.
     """
     import difflib
 
-    named = config_tasks(cfg)
-    if named is None:
+    named, known = config_tasks(cfg), ENVS.get(cfg.suite).known_ids
+    if named is None or known is None:
         return
     key, names = named
-    if cfg.suite == "minigrid":
-        import minigrid  # noqa: F401  (registers MiniGrid-* and BabyAI-*)
-
-        gym_id = "{}"
-        valid = sorted(k for k in gym.registry if k.startswith(("MiniGrid-", "BabyAI-")))
-    else:
-        import ale_py
-
-        gym.register_envs(ale_py)
-        gym_id = "ALE/{}-v5"
-        valid = sorted(k[4:-3] for k in gym.registry if k.startswith("ALE/") and k.endswith("-v5"))
+    gym_id, valid = known()
     for name in names:
         if gym_id.format(name) not in gym.registry:
             close = difflib.get_close_matches(name, valid, n=5, cutoff=0.5)

@@ -19,8 +19,6 @@ from pathlib import Path
 
 import numpy as np
 
-FPS = {"atari": 15, "default": 8}  # Atari: 60 Hz emulator / frame skip 4
-
 
 def screen(env, fallback_obs: dict | None = None) -> np.ndarray:
     """RGB uint8 ``[H, W, 3]`` picture of ``env``'s state (env None: ``fallback_obs``'s pixels)."""
@@ -71,21 +69,20 @@ def with_strip(frame: np.ndarray, active: np.ndarray, height: int = 12) -> np.nd
     return np.concatenate([frame, strip], axis=0)
 
 
-def record(runner, weights: dict, episodes: int, out_dir: Path, task_name: str, suite: str,
+def record(runner, weights: dict, episodes: int, out_dir: Path, task_name: str, fps: int,
            unit_strip: bool = False) -> list[Path]:
     """Play ``episodes`` whole episodes on ``runner``'s first env and write one file each.
 
     A runner whose envs cannot render full screens (``runner.batch.renders`` false: Atari's
     ``ale_vector`` backend) is rebuilt on the ``gymnasium`` backend for the recording.
-    Files are named ``<task>_ep<k>_return<R>_steps<L>`` (one frame per agent step); returns
-    the paths.
+    Files are named ``<task>_ep<k>_return<R>_steps<L>`` (one frame per agent step, ``fps``
+    a second: the suite's ``video_fps``); returns the paths.
     """
     if unit_strip and not hasattr(runner.agent.core, "last_active"):
         raise ValueError(f"the unit strip shows which RIMs are active; this agent's core is "
                          f"{type(runner.agent.core).__name__}")
     out_dir.mkdir(parents=True, exist_ok=True)
     safe = re.sub(r"[^A-Za-z0-9_.-]+", "-", task_name).strip("-")
-    fps = FPS.get(suite, FPS["default"])
     frames: list[np.ndarray] = []
     paths: list[Path] = []
 

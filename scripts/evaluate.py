@@ -58,14 +58,15 @@ def record_videos(cfg, weights: dict, indices: list[int], names: list[str], epis
     writes the episodes; returns the paths of the files written.
     """
     from envs.runner import EnvRunner
+    from envs.suites import ENVS
     from envs.video import record
 
     paths = []
     for i in indices:
         runner = EnvRunner(cfg.env, cfg.agent, runner_id=i, envs_per_runner=1, unroll_length=1,
                            seed=cfg.run.seed + 20_000 + i, tasks=[i], popart=cfg.learner.popart)
-        paths += record(runner, weights, episodes, out_dir / "videos", names[i], cfg.env.suite,
-                        unit_strip)
+        paths += record(runner, weights, episodes, out_dir / "videos", names[i],
+                        ENVS.get(cfg.env.suite).video_fps, unit_strip)
         runner.close()
         if not quiet:
             print(f"[mira]   {names[i]}: {episodes} episode(s) recorded", file=sys.stderr,
@@ -86,7 +87,7 @@ def evaluate_checkpoint(path: str, episodes: int = 10, tasks: list[str] | None =
     ``videos``.
     """
     from envs.evaluation import markdown, score_table
-    from envs.suites import build_suite
+    from envs.suites import ENVS, build_suite
     from learners.runtime.fleet import connect, make_evaluator
     from learners.runtime.handles import get
     from learners.runtime.run_dir import RunDir
@@ -95,12 +96,9 @@ def evaluate_checkpoint(path: str, episodes: int = 10, tasks: list[str] | None =
     state = RunDir.load_checkpoint(ckpt)
     overrides = list(overrides or [])
     cfg = load_run_config(ckpt, state, overrides)
-    if protocol and cfg.env.suite == "atari":
-        # The protocols differ in action sets too (dqn: minimal, machado: full); the agent
-        # keeps the one it was trained with, so only sticky actions and no-op starts change.
-        trained_actions = build_suite(cfg.env).num_actions
-        overrides += [f"env.protocol={protocol}",
-                      f"env.full_action_space={str(trained_actions == 18).lower()}"]
+    with_protocol = ENVS.get(cfg.env.suite).protocol_overrides
+    if protocol and with_protocol is not None:
+        overrides += with_protocol(cfg.env, protocol)  # Atari: sticky actions, no-op starts
         cfg = load_run_config(ckpt, state, overrides)
     elif protocol:
         raise ConfigError(f"--protocol applies to Atari runs; "
@@ -137,7 +135,7 @@ def evaluate_checkpoint(path: str, episodes: int = 10, tasks: list[str] | None =
                   flush=True)
     result = score_table(returns, suite.score_suite)
     result.update(checkpoint=str(ckpt), frames=state["progress"]["frames"],
-                  protocol=cfg.env.protocol if cfg.env.suite == "atari" else None,
+                  protocol=cfg.env.protocol if with_protocol is not None else None,
                   wall_time_s=time.time() - start)
     (out_dir / "eval.json").write_text(json.dumps(result, indent=2))
     (out_dir / "eval.md").write_text(

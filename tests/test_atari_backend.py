@@ -170,7 +170,7 @@ def test_evaluation_and_video_on_the_vector_backend(tmp_path):
     episodes = r.run_episodes([2, 1], r.agent.state_dict())
     assert sorted(length for _, _, length in episodes) == [10, 10, 10]
     # Video needs full-colour screens: recorded on the gymnasium backend, same agent.
-    paths = record(r, r.agent.state_dict(), 1, tmp_path, "Pong", "atari")
+    paths = record(r, r.agent.state_dict(), 1, tmp_path, "Pong", 15)
     assert len(paths) == 1 and "steps10" in paths[0].name and paths[0].stat().st_size > 0
 
 

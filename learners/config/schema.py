@@ -290,7 +290,7 @@ def _load_env(section: Any, overridden: set[str]) -> EnvConfig:
     env key of every suite, at its default where the suite did not read it.
     """
     env = _section(section, "env")
-    suite = env.get("suite", "minigrid")
+    suite = env.get("suite", EnvConfig.suite)  # the default suite
     try:
         options = suite_options(str(suite))
     except KeyError as e:

@@ -68,14 +68,14 @@ def validate(cfg, runtime: bool = True):
 
 def _check_task_dealing(cfg) -> None:
     """Multitask runs play every task with the same number of envs (envs.runner.assign_tasks)."""
-    from envs.suites import build_suite, config_tasks
+    from envs.suites import ENVS, build_suite, config_tasks
 
     env, rt = cfg.env, cfg.runtime
     named = config_tasks(env)  # minigrid and atari: no env built (an Atari suite probes one)
     tasks = len(named[1]) if named else len(build_suite(env).tasks)
-    if env.suite == "atari" and tasks > 1 and env.full_action_space is False:
-        raise ConfigError("env.full_action_space=false: "
-                          "multitask Atari needs one action set for all games")
+    suite_check = ENVS.get(env.suite).check
+    if suite_check is not None and (problem := suite_check(env)) is not None:
+        raise ConfigError(problem)
     if tasks == 1:
         return
     runners = max(rt.num_runners, 1)

@@ -280,7 +280,8 @@ def _bench_round(cfg, config_path: str, seconds: float, gpu_learner_rate: float,
               f"{cfg.agent.torso}/{cfg.agent.core}/{cfg.agent.head}, learner {cfg.learner.name}, "
               f"{cfg.runtime.num_runners} runners x {cfg.runtime.envs_per_runner} envs, "
               f"T={cfg.learner.unroll_length}"
-              f"{f', backend {cfg.env.backend}' if cfg.env.suite == 'atari' else ''}", flush=True)
+              f"{f', backend {cfg.env.backend}' if hasattr(cfg.env, 'backend') else ''}",
+              flush=True)
     a = env_rate(runner, seconds)
     print(f"[bench] (a) environment     {a:9.0f} steps/s  ({1e3 / a:.3f} core-ms/step)", flush=True)
     b = inference_rate(runner, seconds)
