@@ -181,7 +181,7 @@ def test_orthogonal_torso_init_keeps_the_feature_scale():
     """``init: orthogonal`` keeps the scale of the features through the ReLUs.
 
     It uses gain sqrt 2 and zero biases; PyTorch's default init shrinks that scale layer by layer
-    (docs/results/pong.md).
+    (docs/results/impala-atari.md).
     """
     from agents.torsos import ShallowTorso
 

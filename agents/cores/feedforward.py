@@ -3,7 +3,7 @@
 The agent of A3C FF (Mnih et al. 2016, section 8: the shallow torso, then the policy and
 value layers) and of TorchBeast's and Cleanba's IMPALA on Atari, where the 4-frame stack
 carries the motion a recurrent core would otherwise remember. It is the no-memory
-baseline for a core comparison (docs/results/pong.md, for its runs on Pong).
+baseline for a core comparison (docs/results/impala-atari.md, for its runs on Pong).
 
 The core contract (agents/cores/__init__.py) asks for a state; this core carries a
 ``[B, 1]`` zero tensor that it passes through untouched (``stateless``), so runners,

@@ -19,7 +19,7 @@ TORSOS: Registry = Registry("torso")
 # with the ReLU gain sqrt 2 and zero biases (Saxe et al. 2014; the Atari CNN init of OpenAI
 # baselines, Kostrikov's PPO and CleanRL), which keeps the scale through the ReLUs. On Pong
 # frames the fc features' spread across frames is 0.0006 with ``torch`` and 0.011 with
-# ``orthogonal`` (docs/results/pong.md), next to a one-hot last action of 1.
+# ``orthogonal`` (docs/results/impala-atari.md), next to a one-hot last action of 1.
 Init = Literal["torch", "orthogonal"]
 
 # ``layer``: LayerNorm (Ba et al. 2016) on the linear layer's pre-activations, before the
@@ -27,10 +27,10 @@ Init = Literal["torch", "orthogonal"]
 # pre-activation by about its whole scale per update, the same way on every frame, so a unit
 # pushed down is off on every frame and gets no gradient to come back: with ``none`` the
 # Atari preset has 77-92% of its fc units inactive on every frame after 10 updates (42-50%
-# at its initial weights; docs/results/pong.md). Normalised per frame, about half of the
+# at its initial weights; docs/results/impala-atari.md). Normalised per frame, about half of the
 # units stay on whatever the layer's scale and offset; in a declared Pong pilot of the preset
 # with it, two seeds of three went blind all the same (their conv1 channels all off), so the
-# presets keep ``none`` (docs/results/studies.md, section 12).
+# presets keep ``none`` (docs/results/tuning-log.md).
 Norm = Literal["none", "layer"]
 
 

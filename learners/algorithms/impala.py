@@ -9,7 +9,7 @@
 
 ``learner.impala.surrogate_clip: eps`` (off by default, not in the paper) replaces the policy term
 by PPO's clipped surrogate on the ratio to the behaviour policy, so that
-``learner.epochs``/``minibatches`` can take many steps per batch (docs/results/pong.md).
+``learner.epochs``/``minibatches`` can take many steps per batch (docs/results/impala-atari.md).
 With ``learner.impala.fixed_targets`` (V-trace once per batch, as PPO's GAE), ``learner.clip_value``
 clips the value update around the values at the update's start (PPO2's value clip, half-width
 ``learner.clip_eps``) and ``learner.recurrence`` cuts the unrolls into chunks for the
@@ -22,8 +22,8 @@ as PPO's loss does. The choice is not a rescaling of the learning rate: RMSProp 
 divide by the gradient's RMS plus ``eps``, so the reduction sets which gradients ``eps``
 damps. Summed over a 640-step batch, every weight's gradient dwarfs Adam's eps 1e-5 and
 every weight moves by about the learning rate per step; averaged (PPO), the torso's and
-core's small gradients sit below eps and they move far slower than the head (docs/results/pong.md).
-The behaviour policy's log-probabilities come from the trajectory's
+core's small gradients sit below eps and they move far slower than the head
+(docs/results/impala-atari.md). The behaviour policy's log-probabilities come from the trajectory's
 ``behaviour_logits``; the learner's values at row ``T`` bootstrap the unroll.
 
 This module gives IMPALA's targets (``impala_targets``) and loss (``impala_loss``); the update

@@ -12,7 +12,7 @@ It differs from ``torch.optim.RMSprop`` in two ways that matter with the paper's
 sqrt(0.01) = 0.1, where PyTorch's ``sqrt(ms) + eps`` is at least 0.01: ten times larger
 steps for every parameter whose gradient is small), and the square average starts at 1
 (PyTorch: 0, so its first steps are sign-like, about ``lr / sqrt(1 - rho)`` = 10 lr).
-The IMPALA Atari preset's measurements of both are in docs/results/pong.md.
+The IMPALA Atari preset's measurements of both are in docs/results/impala-atari.md.
 
 ``make_optimizer`` builds the optimizer a config names over the agent's ``parameter_groups``.
 """

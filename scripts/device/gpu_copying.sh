@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The copying study (docs/results/studies.md, section 7) on one GPU: its six runs at once.
+# The copying study (docs/results/studies.md, "Copying") on one GPU: its six runs at once.
 #
 # Needs only PyTorch (no Ray, gymnasium or ale-py), so it runs on a bare GPU image. From the
 # repository root:
