@@ -159,6 +159,80 @@ def test_lstm_equals_pytorch_lstm_cell_stepped(T, fused):
         torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-5)
 
 
+@pytest.mark.parametrize("p_start", [0.02, 0.1, 0.15])
+def test_lstm_rows_equals_the_cell_stepped_over_a_wide_batch_with_many_resets(p_start):
+    """``resets: rows`` equals nn.LSTMCell stepped, over a wide batch with many resets.
+
+    Each row's stretches run as the sequences of one fused call; over 60 rows of 32 steps,
+    where most steps have a start in some row, its outputs, final state and gradients are the
+    stepped cell's with reset masking up to float rounding, and the operators it dispatches do
+    not grow with the batch's width or its resets.
+    """
+    from agents.cores import mask_state
+    from agents.cores.lstm import _MAX_PADDING, row_sequences
+    from scripts.bench.dispatch import OpCounter
+
+    T, B, H = 32, 60, 16
+    g = torch.Generator().manual_seed(3)
+    reset = torch.rand(T, B, generator=g) < p_start
+    reset[0, :5], reset[T - 1, 5:8], reset[:, 8] = True, True, False  # edges; a row never reset
+    assert reset[1:].any(dim=1).float().mean() > 0.6  # the split path would cut most steps
+    assert row_sequences(reset.numpy()).padding <= _MAX_PADDING  # the rows path runs
+    core = make("lstm", hidden_size=H, resets="rows")
+    x = torch.randn(T, B, D, generator=g, requires_grad=True)
+    state0 = tuple(s.requires_grad_() for s in random_state(core, B))
+    y, final = core(x, state0, reset)
+    state, ys = state0, []
+    for t in range(T):
+        state = core.cell(x[t], mask_state(state, reset[t]))
+        ys.append(state[0])
+    ref = torch.stack(ys)
+    torch.testing.assert_close(y, ref, atol=1e-6, rtol=1e-5)
+    for a, b in zip(final, state):
+        torch.testing.assert_close(a, b, atol=1e-6, rtol=1e-5)
+    weights = [x, *core.parameters(), *state0]
+    loss_weights = torch.randn(T, B, H, generator=g)
+    for a, b in zip(torch.autograd.grad((y * loss_weights).sum() + final[1].sum(), weights),
+                    torch.autograd.grad((ref * loss_weights).sum() + state[1].sum(), weights)):
+        torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-5)
+
+    def ops(width: int, p: float) -> int:
+        r = torch.rand(T, width, generator=g) < p
+        with OpCounter() as counter:
+            out, (_, c) = core(torch.randn(T, width, D, requires_grad=True),
+                               core.initial_state(width), r)
+            (out.sum() + c.sum()).backward()
+        return counter.total
+
+    # a few more or fewer where autograd accumulates gradients differently; not per row
+    counts = [ops(4, 0.0), ops(60, 0.05), ops(240, 0.05), ops(240, 0.3)]
+    assert max(counts) - min(counts) <= 4, counts
+
+
+def test_lstm_rows_pads_less_than_its_bound_or_splits():
+    """Past ``_MAX_PADDING`` of padding ``resets: rows`` runs the split path, still exact.
+
+    One row never reset and the others at every step: the stepped cell's outputs and state.
+    """
+    from agents.cores import mask_state
+    from agents.cores.lstm import _MAX_PADDING, row_sequences
+
+    T, B = 16, 12
+    reset = torch.ones(T, B, dtype=torch.bool)
+    reset[:, 0] = False
+    assert row_sequences(reset.numpy()).padding > _MAX_PADDING
+    core = make("lstm", hidden_size=8, resets="rows")
+    x, state0 = torch.randn(T, B, D), random_state(core, B)
+    y, final = core(x, state0, reset)
+    state, ys = state0, []
+    for t in range(T):
+        state = core.cell(x[t], mask_state(state, reset[t]))
+        ys.append(state[0])
+    torch.testing.assert_close(y, torch.stack(ys), atol=1e-6, rtol=1e-5)
+    for a, b in zip(final, state):
+        torch.testing.assert_close(a, b, atol=1e-6, rtol=1e-5)
+
+
 def test_lstm_under_autocast_steps_with_its_cell_state_in_float32():
     """Under bfloat16 autocast (learner.mixed_precision) the LSTM steps its gates.
 
