@@ -84,10 +84,10 @@ def test_a_non_finite_gradient_or_loss_is_kept_before_the_step_is_skipped(
     cfg = small_cfg(**{"learner.capture_grad_norm": 1e9})  # no finite norm reaches it
     runner = EnvRunner(cfg.env, cfg.agent, envs_per_runner=4, unroll_length=5)
     learner = Learner(cfg, runner.spec())
-    assert "captures" not in learner.update(runner.rollout())
+    assert learner.learn(runner.rollout()).captures == 0
     _nonfinite_loss_after(monkeypatch, 0, how)
-    metrics = learner.update(runner.rollout())
-    assert metrics["skipped_updates"] == 1 and metrics["captures"] == 1
+    report = learner.learn(runner.rollout())
+    assert report.metrics["skipped_updates"] == 1 and report.captures == 1
     (kept,) = learner.take_captures()
     assert kept["update"] == 1 and not kept["grad_norm"] < float("inf")
     assert (kept["grad_norms"] == {}) == (how == "loss")  # a non-finite loss has no gradient

@@ -3,6 +3,7 @@
 import dataclasses
 import json
 import os
+import pickle
 import re
 import signal
 import subprocess
@@ -436,15 +437,16 @@ def test_nonfinite_update_is_skipped_and_leaves_weights_and_optimizer_alone(
     _nonfinite_loss_after(monkeypatch, 0, how)
     weights = {k: v.clone() for k, v in learner.agent.state_dict().items()}
     square_avg = [s["square_avg"].clone() for s in learner.optimizer.state.values()]
-    metrics = learner.update(runner.rollout())
-    assert metrics["skipped_updates"] == 1 and "diverged" not in metrics
+    report = learner.learn(runner.rollout())
+    assert report.metrics["skipped_updates"] == 1 and report.diverged is None
     assert all(torch.equal(weights[k], v) for k, v in learner.agent.state_dict().items())
     assert all(torch.equal(a, s["square_avg"])
                for a, s in zip(square_avg, learner.optimizer.state.values()))
     for _ in range(cfg.learner.max_skipped_updates - 1):
-        metrics = learner.update(runner.rollout())
+        report = learner.learn(runner.rollout())
     # the weights are still update 1's
-    assert metrics["skipped_updates"] == 5 and metrics["diverged"] == 1
+    assert report.metrics["skipped_updates"] == 5 and report.diverged == 1
+    assert repr(pickle.loads(pickle.dumps(report))) == repr(report)  # crosses Ray as one value
 
 
 def test_diverging_run_stops_with_exit_3_and_its_last_good_weights(tmp_path, monkeypatch, capsys):

@@ -175,8 +175,8 @@ class LearnerHandle(ActorHandle):
     wraps = Learner
 
     @remote
-    def update(self, *trajectories: Ref) -> Ref:
-        """Ref to the metrics of one update on a batch made of ``trajectories`` (unroll refs)."""
+    def learn(self, *trajectories: Ref) -> Ref:
+        """Ref to the ``UpdateReport`` of one update on a batch made of ``trajectories``."""
 
     @remote
     def get_weights(self) -> Ref:

@@ -29,6 +29,7 @@ from learners.runtime.handles import get, wait_one
 from learners.runtime.logbook import EpisodeStats, Logbook, duration
 from learners.runtime.run_dir import RunDir, nonfinite_tensors
 from learners.runtime.unroll_queue import UnrollQueue
+from learners.update.report import UpdateReport
 
 log = logging.getLogger("mira")
 
@@ -141,17 +142,16 @@ class Trainer:
             refs = runner.rollout_with_info(None, None)
         return refs
 
-    def _absorb(self, metrics: dict) -> None:
+    def _absorb(self, report: UpdateReport) -> None:
         # The learner owns the update count and the frames consumed; the driver mirrors them.
-        self.frames, self.version = int(metrics.pop("frames")), int(metrics.pop("version"))
-        if "diverged" in metrics:
-            last_good = int(metrics.pop("diverged"))
-            # the first report counts; an update already in flight may add one
-            if self.diverged is None:
-                self.diverged = (last_good + self.cfg.learner.max_skipped_updates, last_good)
-        if metrics.pop("captures", 0):
+        self.frames, self.version = report.frames, report.version
+        # the first report counts; an update already in flight may add one
+        if report.diverged is not None and self.diverged is None:
+            self.diverged = (report.diverged + self.cfg.learner.max_skipped_updates,
+                             report.diverged)
+        if report.captures:
             self._keep_captures(get(self.learner.take_captures()))
-        for k, v in metrics.items():
+        for k, v in report.metrics.items():
             self.metrics_acc[k].append(v)
 
     def _keep_captures(self, captures: list[dict]) -> None:
@@ -411,7 +411,7 @@ class Trainer:
                     and self.frames < self.cfg.run.total_frames):
                 self._queue_wait += time.time() - idle_since
                 batch, released = queue.take()
-                update_ref = self.learner.update(*batch)
+                update_ref = self.learner.learn(*batch)
                 for index in released:
                     send(index)
         return False
@@ -441,7 +441,7 @@ class Trainer:
                 send(index)
             if queue.ready():
                 batch, released = queue.take()
-                update_ref = self.learner.update(*batch)
+                update_ref = self.learner.learn(*batch)
                 for i in released:
                     send(i)
                 if self._update_done(update_ref, queue.per_update):

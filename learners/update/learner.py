@@ -40,6 +40,7 @@ from learners.algorithms.batch import Batch, chunk_sequences, minibatches
 from learners.update.device import resolve_device, to_cpu, use_full_float32
 from learners.update.malloc import keep_freed_memory
 from learners.update.optim import make_optimizer, match_groups, parameter_groups
+from learners.update.report import UpdateReport
 from learners.update.schedule import lr_at
 
 CAPTURE_LIMIT = 10  # steps a run keeps of learner.capture_grad_norm (an Atari minibatch ~30 MB)
@@ -309,7 +310,11 @@ class Learner:
         return result
 
     def update(self, *trajectories: Trajectory) -> dict:
-        """One learner update on a batch made of ``trajectories``; returns metrics (floats)."""
+        """One learner update on a batch made of ``trajectories``; its metrics (floats) alone."""
+        return self.learn(*trajectories).metrics
+
+    def learn(self, *trajectories: Trajectory) -> UpdateReport:
+        """One learner update on a batch made of ``trajectories``: its metrics and counters."""
         start = time.perf_counter()
         lags = [self.version - t.policy_version for t in trajectories]
         batch, state = self.to_batch(list(trajectories))
@@ -330,20 +335,16 @@ class Learner:
             lr=self.lr(), policy_lag=float(np.mean(lags)), update_s=time.perf_counter() - start,
             batch_s=batch_s,
             skipped_updates=float(self.skipped_updates),
-            # frames and version: the driver's copies (popped before logging)
-            frames=float(self.frames), version=float(self.version),
         )
-        if self.captures:  # popped by the driver, which takes them (take_captures)
-            metrics["captures"] = float(len(self.captures))
-        if self.skipped_in_row >= self.lcfg.max_skipped_updates:
-            # Popped by the driver, which stops the run: the weights are still those of
-            # update ``last_good_version`` (skipped steps never touch them).
-            metrics["diverged"] = float(self.last_good_version)
         for k, v in self.agent.diagnostics().items():
             v = v.detach().cpu().reshape(-1)
             for i, x in enumerate(v.tolist()):
                 metrics[f"{k}/{i}"] = x
-        return metrics
+        # Diverged: the driver stops the run; the weights are still those of update
+        # ``last_good_version`` (skipped steps never touch them).
+        diverged = (self.last_good_version
+                    if self.skipped_in_row >= self.lcfg.max_skipped_updates else None)
+        return UpdateReport(metrics, self.frames, self.version, diverged, len(self.captures))
 
     # ------------------------------------------------------------------ state
 

@@ -1,0 +1,23 @@
+"""``UpdateReport``: what the learner says after one update, besides the update's metrics.
+
+The driver (``learners/runtime/trainer.py``) mirrors the learner's counters from it, stops a
+run whose updates diverged and fetches the kept gradient bursts when there are some. It
+crosses Ray as one pickled value (``LearnerHandle.learn``), so it holds plain numbers only.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class UpdateReport:
+    """One update's metrics and the learner's state after it."""
+
+    metrics: dict[str, float]  # the update's metrics (losses, norms, timings), logged as they are
+    frames: int  # env frames the learner has consumed, this update's included
+    version: int  # the policy version: updates so far, this one included
+    # the last good version once ``learner.max_skipped_updates`` updates in a row were
+    # skipped (non-finite): the weights are still that update's; None while the run is healthy
+    diverged: int | None = None
+    captures: int = 0  # gradient-burst steps kept and not yet taken (``Learner.take_captures``)
