@@ -310,8 +310,8 @@ class Learner:
         return result
 
     def update(self, *trajectories: Trajectory) -> dict:
-        """One learner update on a batch made of ``trajectories``; its metrics (floats) alone."""
-        return self.learn(*trajectories).metrics
+        """``learn``'s report as one dict of floats (``UpdateReport.flat``): tests, bench."""
+        return self.learn(*trajectories).flat()
 
     def learn(self, *trajectories: Trajectory) -> UpdateReport:
         """One learner update on a batch made of ``trajectories``: its metrics and counters."""

@@ -21,3 +21,15 @@ class UpdateReport:
     # skipped (non-finite): the weights are still that update's; None while the run is healthy
     diverged: int | None = None
     captures: int = 0  # gradient-burst steps kept and not yet taken (``Learner.take_captures``)
+
+    def flat(self) -> dict[str, float]:
+        """The metrics with the counters beside them as floats, one dict (``Learner.update``).
+
+        ``frames`` and ``version``; ``captures`` and ``diverged`` only when set.
+        """
+        out = {**self.metrics, "frames": float(self.frames), "version": float(self.version)}
+        if self.captures:
+            out["captures"] = float(self.captures)
+        if self.diverged is not None:
+            out["diverged"] = float(self.diverged)
+        return out
