@@ -49,10 +49,10 @@ from learners.algorithms.terms import (
     AlgorithmDefaults,
     action_log_probs,
     batch_mask,
+    clipped_policy_term,
     entropy_term,
     normalize,
     policy_gradient_term,
-    reduce,
     step_targets,
     value_term,
 )
@@ -194,9 +194,7 @@ def impala_loss(out, batch: Batch, cfg) -> LossOutput:
         # and the clip is then also a trust region around the stale mu (RLlib's APPO clips
         # against its target network's policy instead).
         ratio = (target_logp - behaviour_logp).exp()
-        eps = cfg.impala.surrogate_clip
-        surrogate = torch.max(-pg_adv * ratio, -pg_adv * ratio.clamp(1.0 - eps, 1.0 + eps))
-        policy_loss = reduce(surrogate, mask, how)
+        policy_loss = clipped_policy_term(ratio, pg_adv, cfg.impala.surrogate_clip, mask, how)
     else:
         policy_loss = policy_gradient_term(target_logp, pg_adv, mask, how)
     # learner.clip_value (fixed targets only): PPO2's clip around the update's starting values.

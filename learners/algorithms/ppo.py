@@ -38,6 +38,7 @@ from learners.algorithms.terms import (
     AlgorithmDefaults,
     action_log_probs,
     batch_mask,
+    clipped_policy_term,
     entropy_term,
     normalize,
     reduce,
@@ -83,9 +84,8 @@ def ppo_loss(out, batch: Batch, cfg) -> tuple[torch.Tensor, dict]:
     if cfg.normalize_advantages:
         adv = normalize(adv, mask)
     eps = cfg.clip_eps
-    surrogate = torch.max(-adv * ratio, -adv * ratio.clamp(1.0 - eps, 1.0 + eps))
     how = cfg.loss_reduction
-    policy_loss = reduce(surrogate, mask, how)
+    policy_loss = clipped_policy_term(ratio, adv, eps, mask, how)
 
     values = out.value[:T]
     value_loss = value_term(values, batch.returns, mask, how, batch.old_values,

@@ -1,7 +1,7 @@
 """The pieces both losses are made of, so they share terms and metric names.
 
-They are: reward shaping of the batch, log-probabilities, the policy-gradient, value and
-entropy terms, and masked reductions.
+They are: reward shaping of the batch, log-probabilities, the policy-gradient, clipped
+surrogate, value and entropy terms, and masked reductions.
 
 Shapes: ``logits [T, B, A]``, everything else ``[T, B]``. ``mask [T, B]`` is 1 on real
 steps and 0 on padding; every term multiplies by it before reducing, so padding never
@@ -94,6 +94,20 @@ def policy_gradient_term(log_probs: torch.Tensor, advantages: torch.Tensor, mask
                          how: str) -> torch.Tensor:
     """``-E[log pi(a|x) * A]`` with advantages treated as constants."""
     return reduce(-log_probs * advantages.detach(), mask, how)
+
+
+def clipped_policy_term(ratio: torch.Tensor, advantages: torch.Tensor, clip: float,
+                        mask: torch.Tensor, how: str) -> torch.Tensor:
+    """PPO's clipped surrogate as a loss (Schulman et al. 2017, eq. 7), both losses' form.
+
+    ``-E[min(r A, clip(r, 1 - clip, 1 + clip) A)]``, written as the max of the negatives;
+    ``ratio`` is ``pi / mu`` per step (PPO: to the policy that collected the batch; IMPALA
+    with ``learner.impala.surrogate_clip``: to the runners' policy), ``advantages`` are used
+    as given (callers pass targets computed without gradient).
+    """
+    surrogate = torch.max(-advantages * ratio,
+                          -advantages * ratio.clamp(1.0 - clip, 1.0 + clip))
+    return reduce(surrogate, mask, how)
 
 
 def value_term(values: torch.Tensor, targets: torch.Tensor, mask: torch.Tensor, how: str,
