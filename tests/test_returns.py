@@ -270,3 +270,30 @@ def test_shape_mismatch_raises():
         vtrace(**{**x, "bootstrap_value": x["bootstrap_value"][:2]})
     with pytest.raises(ValueError, match=r"\[T, B\]"):
         gae(x["rewards"], x["values"][:3], x["bootstrap_value"], x["discounts"])
+
+
+@pytest.mark.parametrize("T", [1, 2, 3, 8, 37, 128])
+def test_reverse_scan_equals_the_loop_in_a_fixed_number_of_operators(T):
+    """The doubling scan is the loop x_t = d_t + a_t x_{t+1} (x_T = 0) up to rounding.
+
+    Episode ends (a_t = 0) included; its operators depend on T only, not on B.
+    """
+    from learners.algorithms.returns import reverse_scan
+    from scripts.bench.dispatch import OpCounter
+
+    g = torch.Generator().manual_seed(T)
+    deltas = torch.randn(T, 5, generator=g)
+    coefficients = torch.rand(T, 5, generator=g) * (torch.rand(T, 5, generator=g) > 0.1)
+    acc, expected = torch.zeros(5), []
+    for t in reversed(range(T)):
+        acc = deltas[t] + coefficients[t] * acc
+        expected.append(acc)
+    torch.testing.assert_close(reverse_scan(deltas, coefficients),
+                               torch.stack(expected[::-1]), rtol=1e-5, atol=1e-5)
+
+    def ops(B: int) -> int:
+        with OpCounter() as counter:
+            reverse_scan(torch.randn(T, B), torch.rand(T, B))
+        return counter.total
+
+    assert ops(3) == ops(300) <= 12 * max(1, (T - 1).bit_length())

@@ -21,6 +21,9 @@ Sources:
     Semantics follow deepmind/scalable_agent ``vtrace.py``.
     GAE -- Schulman et al. 2016, "High-Dimensional Continuous Control Using Generalized
     Advantage Estimation", eq. 16: A_t = sum_l (gamma lambda)^l delta_{t+l}.
+    Both recursions run as a scan by recursive doubling (Hillis & Steele 1986, "Data
+    parallel algorithms"): log2 T rounds of whole-tensor operations instead of T steps, the
+    same sums in another order (``reverse_scan``).
 """
 
 from __future__ import annotations
@@ -58,6 +61,26 @@ def _check_shapes(time_major: dict[str, Tensor], bootstrap_value: Tensor) -> Non
             f"bootstrap_value must be [B] = {list(first[1:])}, "
             f"got {list(bootstrap_value.shape)}"
         )
+
+
+def reverse_scan(deltas: Tensor, coefficients: Tensor) -> Tensor:
+    """``x_t = deltas_t + coefficients_t x_{t+1}`` for every t, with ``x_T = 0``: [T, B] -> [T, B].
+
+    By recursive doubling: after the round of shift ``s``, ``x_t`` sums the next ``2 s``
+    steps' deltas, each weighted by the product of the coefficients before it, and
+    ``coefficients_t`` holds the product over those steps. ``ceil(log2 T)`` rounds of a few
+    whole-tensor operations (7 for T = 128) where a loop dispatches operations at every one
+    of the T steps: the same as that loop up to float rounding, in a fixed number of
+    operators whatever ``B``.
+    """
+    x, a, T = deltas, coefficients, deltas.shape[0]
+    shift = 1
+    while shift < T:
+        x = torch.cat([torch.addcmul(x[:-shift], a[:-shift], x[shift:]), x[-shift:]])
+        if 2 * shift < T:  # past the last step x is 0, so its coefficients may be too
+            a = torch.cat([a[:-shift] * a[shift:], torch.zeros_like(a[-shift:])])
+        shift *= 2
+    return x
 
 
 def _next_step(x: Tensor, bootstrap_value: Tensor) -> Tensor:
@@ -106,13 +129,9 @@ def vtrace(
     values_t_plus_1 = _next_step(values, bootstrap_value)
     deltas = clipped_rhos * (rewards + discounts * values_t_plus_1 - values)
 
-    # Remark 1, written for vs - V so the recursion starts from 0 past the last step.
-    acc = torch.zeros_like(bootstrap_value)
-    vs_minus_v = []
-    for t in reversed(range(values.shape[0])):
-        acc = deltas[t] + discounts[t] * cs[t] * acc
-        vs_minus_v.append(acc)
-    vs = values + torch.stack(vs_minus_v[::-1], dim=0)
+    # Remark 1, written for vs - V so the recursion starts from 0 past the last step:
+    # vs_t - V_t = delta_t + discounts_t c_t (vs_{t+1} - V_{t+1}).
+    vs = values + reverse_scan(deltas, discounts * cs)
 
     # Section 4.1: the advantage uses v_{s+1}, the V-trace target of the next state.
     clipped_pg_rhos = (
@@ -153,10 +172,5 @@ def gae(
     values_t_plus_1 = _next_step(values, bootstrap_value)
     deltas = rewards + discounts * values_t_plus_1 - values
 
-    acc = torch.zeros_like(bootstrap_value)
-    advantages = []
-    for t in reversed(range(values.shape[0])):
-        acc = deltas[t] + discounts[t] * lambda_ * acc
-        advantages.append(acc)
-    adv = torch.stack(advantages[::-1], dim=0)
+    adv = reverse_scan(deltas, discounts * lambda_)  # A_t = delta_t + discounts_t lambda A_{t+1}
     return GAEReturns(advantages=adv, returns=adv + values)
