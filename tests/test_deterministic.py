@@ -57,3 +57,39 @@ def test_deterministic_runs_with_ray_runners_repeat_bit_for_bit(tmp_path, ray_lo
     assert all(torch.equal(weights_a[k], weights_b[k]) for k in weights_a)
     same = ("episodes", "episode_return_mean", "updates", "episode_return_mean_per_task")
     assert json.dumps({k: first[k] for k in same}) == json.dumps({k: second[k] for k in same})
+
+
+def _logged(run_dir) -> set[tuple[str, int, float]]:
+    """Every scalar of a run's event files as (tag, step, value)."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    acc = EventAccumulator(str(run_dir), size_guidance={"scalars": 0})
+    acc.Reload()
+    return {(tag, e.step, e.value) for tag in acc.Tags()["scalars"] for e in acc.Scalars(tag)}
+
+
+def test_replays_log_the_same_scalars_at_the_same_steps(tmp_path):
+    """run.deterministic logs every run.log_every_s updates: two replays' event files match.
+
+    In-process (no Ray), MiniGrid, 24 updates logged every 4; the scalars measured on the
+    clock (CLOCK_SCALARS) are logged at the same steps with their own values.
+    """
+    from learners.runtime.logbook import CLOCK_SCALARS
+
+    logs = []
+    for name in ("a", "b"):
+        cfg = load_config(None, small_overrides(
+            tmp_path, **{"run.dir": str(tmp_path / name), "run.total_frames": 480,
+                         "run.log_every_s": 4, "run.deterministic": "true"}))
+        try:
+            Trainer(cfg, RunDir.create(cfg, None), quiet=True).train()
+        finally:
+            torch.use_deterministic_algorithms(False)
+        logs.append(_logged(tmp_path / name))
+    a, b = logs
+    assert {(t, s) for t, s, _ in a} == {(t, s) for t, s, _ in b}
+    steps = sorted({s for t, s, _ in a if t == "policy_loss"})
+    assert steps == [80, 160, 240, 320, 400, 480]  # every 4 updates of 4 envs x 5 steps
+    replayed = {(t, s, v) for t, s, v in a if t not in CLOCK_SCALARS}
+    assert replayed == {(t, s, v) for t, s, v in b if t not in CLOCK_SCALARS}
+    assert {t for t, _, _ in a} - set(CLOCK_SCALARS) > {"policy_loss", "episode_return_mean100"}

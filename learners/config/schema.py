@@ -62,7 +62,8 @@ class RunConfig:
     # checkpoint this often (and at the end, and on Ctrl-C)
     checkpoint_every_s: float = ranged(300.0, 0, None, True)
     keep_checkpoints: int = ranged(3, 1)  # older checkpoints are deleted
-    # progress line and TensorBoard scalars this often
+    # progress line and TensorBoard scalars this often; with run.deterministic, every this many
+    # updates (rounded up), so that a replay logs the same scalars at the same steps
     log_every_s: float = ranged(5.0, 0, None, True)
     # replayable: unrolls reach the learner in a fixed order and kernels are deterministic, so
     # one config and seed give the same run bit for bit on CPU (slower: learners/runtime/trainer.py)
@@ -121,6 +122,25 @@ class OptimizerConfig:
 
 
 @dataclass(frozen=True)
+class MonitorConfig:
+    """The ``learner.monitor:`` section: inactive and dormant torso units, the blind warning."""
+
+    # probe the torso every this many updates (0: never), on the update's first frames with
+    # the weights it starts from: learners/update/monitor.py
+    every: int = ranged(100, 0)
+    # observations in the probe batch (at most unroll_length x the batch's envs); unset: 256
+    # or the whole batch when smaller
+    frames: int | None = ranged(None, 2)
+    # Sokar et al.'s tau: a unit whose mean activation over the probe is at most tau times its
+    # layer's mean is dormant
+    tau: float = ranged(0.025, 0, 1, False, True)
+    # the torso is blind when at least this share of its features (its last layer) is
+    # inactive on every probe frame ...
+    blind_share: float = ranged(0.99, 0, 1, True)
+    blind_probes: int = ranged(3, 1)  # ... at this many probes in a row; said once
+
+
+@dataclass(frozen=True)
 class LearnerSettings:
     """The ``learner:`` section: the algorithm, its targets and loss, and the learner's device."""
 
@@ -169,6 +189,7 @@ class LearnerSettings:
     # python -m scripts.bench.burst replays one
     capture_grad_norm: float = ranged(0.0, 0)
     optimizer: OptimizerConfig = field(default_factory=OptimizerConfig)
+    monitor: MonitorConfig = field(default_factory=MonitorConfig)
 
 
 _LEARNER_CLASSES: dict[tuple, type] = {}

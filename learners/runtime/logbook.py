@@ -3,11 +3,26 @@
 from __future__ import annotations
 
 import collections
+import math
 import sys
 
 import numpy as np
 
 from envs.statistics import capped_mean
+
+# Scalars measured on the wall clock: the only ones whose values a replay (run.deterministic)
+# does not repeat; it logs them at the same steps as the rest.
+CLOCK_SCALARS = ("fps", "wall_time_s", "learner_queue_wait_s", "runner_rollout_s", "update_s",
+                 "batch_s")
+
+
+def log_every_updates(run_cfg) -> int:
+    """Updates between two logs of a replayable run: ``run.log_every_s``, rounded up.
+
+    ``run_cfg``: the ``run`` section. A replay (``run.deterministic``) cannot log on the
+    clock and repeat its event files, so it reads the interval as a count of updates.
+    """
+    return max(1, math.ceil(run_cfg.log_every_s))
 
 
 def duration(seconds: float) -> str:

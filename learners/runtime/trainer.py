@@ -26,7 +26,7 @@ from learners.runtime.fleet import (
     runner_failed,
 )
 from learners.runtime.handles import get, wait_one
-from learners.runtime.logbook import EpisodeStats, Logbook, duration
+from learners.runtime.logbook import EpisodeStats, Logbook, duration, log_every_updates
 from learners.runtime.run_dir import RunDir, nonfinite_tensors
 from learners.runtime.unroll_queue import UnrollQueue
 from learners.update.report import UpdateReport
@@ -107,6 +107,7 @@ class Trainer:
         self.weights = self.learner.get_weights()
         self._start = self._log_time = self._last_ckpt = time.time()
         self._log_frames, self._queue_wait, self.last_metrics = self.frames, 0.0, {}
+        self._log_version = self.version
         self._log_frames0 = self.frames  # frames at this start or resume: the ETA's mean speed
         self.log = Logbook(run.path, self.spec["tasks"], cfg.run.total_frames, quiet,
                            self.spec["score_suite"],
@@ -194,7 +195,7 @@ class Trainer:
     def _log(self, now: float) -> None:
         frames_delta = self.frames - self._log_frames
         fps = frames_delta / max(now - self._log_time, 1e-9)
-        self._log_frames, self._log_time = self.frames, now
+        self._log_frames, self._log_time, self._log_version = self.frames, now, self.version
         means = {k: float(np.mean(v)) for k, v in self.metrics_acc.items()}
         self.metrics_acc.clear()
         # wall_time_s: training seconds so far, resumes included (a study's time to a score)
@@ -249,6 +250,7 @@ class Trainer:
         self.stop_when = stop_when
         self._start = self._log_time = self._last_ckpt = time.time()
         self._log_frames, self._queue_wait, self.last_metrics = self.frames, 0.0, {}
+        self._log_version = self.version
         session_frames = self._log_frames0 = self.frames
         with StopFlag() as flag:
             try:
@@ -346,12 +348,23 @@ class Trainer:
             flag.stop = True
         self._evaluation()
         now = time.time()
-        if now - self._log_time >= self.cfg.run.log_every_s:
+        if self._log_due(now):
             self._log(now)
         if now - self._last_ckpt >= self.cfg.run.checkpoint_every_s:
             self.checkpoint()
             self._last_ckpt = now
         return flag.stop
+
+    def _log_due(self, now: float) -> bool:
+        """Whether to log: ``run.log_every_s`` seconds since the last time, or updates.
+
+        A replayable run (``run.deterministic``) logs every ``log_every_updates`` updates
+        instead, at points of the loop that do not depend on timing, so two replays write the
+        same scalars at the same steps (those measured on the clock, ``CLOCK_SCALARS``, aside).
+        """
+        if self.cfg.run.deterministic:
+            return self.version - self._log_version >= log_every_updates(self.cfg.run)
+        return now - self._log_time >= self.cfg.run.log_every_s
 
     def _update_done(self, update_ref, unrolls: int) -> bool:
         """Absorb a finished update; False if its data was lost with a node.
