@@ -22,7 +22,7 @@ from learners.config.schema import ConfigError, RunStopped
 
 def _train(args) -> int:
     from learners.config.schema import load_config
-    from learners.runtime.run_dir import RunDir
+    from learners.runtime.run_dir import RunDir, mira_command
     from learners.runtime.trainer import Trainer
 
     if args.resume:
@@ -49,7 +49,7 @@ def _train(args) -> int:
         if not args.config:
             raise ConfigError("mira train needs a CONFIG file (or --resume RUN_DIR)")
         cfg = load_config(args.config, args.overrides)
-        run = RunDir.create(cfg, args.config)
+        run = RunDir.create(cfg, args.config, command=mira_command(args.argv))
         cfg, ckpt = run.cfg, None  # with run.name and run.dir filled in
     print(f"[mira] run directory: {run.path}", file=sys.stderr)
     summary = Trainer(cfg, run, resume_from=ckpt, quiet=args.quiet).train()
@@ -212,6 +212,7 @@ def main(argv: list[str] | None = None) -> int:
     """
     logging.basicConfig(level=logging.WARNING, format="[mira] %(levelname)s %(message)s")
     args = build_parser().parse_args(argv)
+    args.argv = list(sys.argv[1:] if argv is None else argv)  # the command a run records
     try:
         if args.command in ("compare", "train"):
             check_file_kind(args.command, args.config)

@@ -82,9 +82,9 @@ def evaluate_checkpoint(path: str, episodes: int = 10, tasks: list[str] | None =
 
     Runs ``episodes`` episodes of each task (``tasks``, default all) and writes ``eval.json``
     and ``eval.md`` where ``locate`` says. Returns ``envs.evaluation.score_table``'s dict
-    (per-task returns and normalised scores, aggregates with 95% CIs) plus ``checkpoint``,
-    ``frames``, ``protocol`` (None outside Atari), ``wall_time_s`` and, with ``video > 0``,
-    ``videos``.
+    (per-task returns and normalised scores, aggregates with 95% CIs) plus ``checkpoint``
+    (relative to the directory of ``eval.json``), ``frames``, ``protocol`` (None outside
+    Atari), ``wall_time_s`` and, with ``video > 0``, ``videos``.
     """
     from envs.evaluation import markdown, score_table
     from envs.suites import ENVS, build_suite
@@ -134,7 +134,9 @@ def evaluate_checkpoint(path: str, episodes: int = 10, tasks: list[str] | None =
                   f"over {len(r)} episodes ({time.time() - start:.0f}s)", file=sys.stderr,
                   flush=True)
     result = score_table(returns, suite.score_suite)
-    result.update(checkpoint=str(ckpt), frames=state["progress"]["frames"],
+    # the checkpoint relative to eval.json's directory: a record kept elsewhere names no machine
+    result.update(checkpoint=str(ckpt.resolve().relative_to(out_dir.resolve())),
+                  frames=state["progress"]["frames"],
                   protocol=cfg.env.protocol if with_protocol is not None else None,
                   wall_time_s=time.time() - start)
     (out_dir / "eval.json").write_text(json.dumps(result, indent=2))

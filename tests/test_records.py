@@ -181,3 +181,71 @@ def test_a_normalised_table_is_rebuilt_as_normalised_scores(tmp_path):
     # ... but only where it holds rows of a trial without its record: seed 0's record is kept
     # and seed 1 has not run, so nothing is lost and nothing is said.
     assert records.from_table(trials, spec.csv, spec.keep, 30, "eval") == []
+
+
+def test_mira_command_makes_absolute_paths_relative(tmp_path):
+    from learners.runtime.run_dir import mira_command
+
+    argv = ["compare", str(tmp_path / "configs" / "x.yaml"), "--out", str(tmp_path / "runs"),
+            f"run.dir={tmp_path / 'runs' / 'a'}", "--max-concurrent", "2"]
+    assert mira_command(argv, start=tmp_path) == (
+        "mira compare configs/x.yaml --out runs run.dir=runs/a --max-concurrent 2")
+    assert mira_command(["train", "my config.yaml"]) == "mira train 'my config.yaml'"
+
+
+def test_a_kept_record_names_the_mira_command_and_no_machine(tmp_path, monkeypatch):
+    """A trial trained by a Ray worker records the driver's command, relative paths, no host."""
+    monkeypatch.chdir(tmp_path)
+    path = write_compare(tmp_path, keep="kept", seeds=[0], out="out")
+    spec, trials, _ = load_spec(path)
+    elsewhere = tmp_path / "worker"  # a worker's own working directory and command line
+    elsewhere.mkdir()
+    monkeypatch.setattr("sys.argv", ["/opt/ray/default_worker.py", "--node-ip-address=192.0.2.7"])
+    for t in trials:
+        job = make_job(t, spec, t.cfg.run.total_frames, [], True)
+        job.update(command="mira compare compare.yaml", cwd=str(tmp_path))
+        monkeypatch.chdir(elsewhere)
+        run_trial(job)
+        monkeypatch.chdir(tmp_path)
+    run_compare(str(path), quiet=True, report_only=True)
+    for t in trials:
+        kept = tmp_path / "kept" / t.slug
+        meta = json.loads((kept / "meta.json").read_text())
+        assert meta["command"] == "mira compare compare.yaml" and "host" not in meta
+        run_dir = yaml.safe_load((kept / "config.yaml").read_text())["run"]["dir"]
+        assert (tmp_path / run_dir).resolve() == t.dir.resolve() and not run_dir.startswith("/")
+        checkpoint = json.loads((kept / "eval.json").read_text())["checkpoint"]
+        assert checkpoint.startswith("checkpoints/ckpt_")
+        for f in kept.iterdir():
+            text = f.read_text()
+            assert str(tmp_path) not in text and "192.0.2.7" not in text, f.name
+
+
+def test_an_older_run_directory_is_kept_without_its_machine(tmp_path, monkeypatch):
+    from scripts.compare.records import portable
+
+    monkeypatch.chdir(tmp_path)
+    run_dir = tmp_path / "runs" / "t"
+    meta = {"seed": 0, "command": ["/x/default_worker.py", "--node-ip-address=192.0.2.7"],
+            "host": "node-3"}
+    kept = json.loads(portable("meta.json", json.dumps(meta), run_dir))
+    assert kept == {"seed": 0}
+    assert portable("config.yaml", f"run:\n  dir: {run_dir}\n", run_dir) == "run:\n  dir: runs/t\n"
+    mira = {"seed": 0, "command": "mira compare configs/studies/study_x.yaml"}
+    assert json.loads(portable("meta.json", json.dumps(mira), run_dir)) == mira
+
+
+def test_mira_train_records_its_own_command(tmp_path, monkeypatch):
+    import shlex
+
+    from scripts.cli import main
+    from tests.conftest import small_overrides
+
+    monkeypatch.chdir(tmp_path)
+    shutil.copyfile(ROOT / "configs" / "impala_minigrid.yaml", tmp_path / "preset.yaml")
+    overrides = small_overrides(tmp_path)
+    assert main(["train", str(tmp_path / "preset.yaml"), *overrides, "--quiet"]) == 0
+    meta = json.loads((tmp_path / "run" / "meta.json").read_text())
+    assert shlex.split(meta["command"])[:4] == ["mira", "train", "preset.yaml", "run.dir=run"]
+    assert "host" not in meta and str(tmp_path) not in meta["command"]
+    assert yaml.safe_load((tmp_path / "run" / "config.yaml").read_text())["run"]["dir"] == "run"

@@ -3,12 +3,19 @@
 ``runs/<name>/``: ``config.yaml`` (resolved), ``meta.json`` (seed, git revision, command),
 TensorBoard event files, ``checkpoints/ckpt_<frames>.pt`` (plain state dicts, loadable
 with ``torch.load(..., weights_only=True)``) and ``summary.json``.
+
+A run directory is committed with a study (``keep:``, scripts/compare/records.py), so what it
+says about where it ran is portable: ``config.yaml``'s ``run.dir`` is relative to the working
+directory of the command that started the run, and ``meta.json``'s ``command`` is that
+``mira`` command (``mira compare configs/studies/study_x.yaml``), not the process that
+trained it (a Ray worker, for a compare's trial); no host name, address or absolute path.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import shlex
 import subprocess
 import sys
 import time
@@ -41,6 +48,27 @@ def git_revision() -> str:
         return "unknown"
 
 
+def relative_path(path: str | Path, start: str | Path | None = None) -> str:
+    """``path`` relative to ``start`` (default: the working directory), as a record keeps it."""
+    return os.path.relpath(os.path.abspath(path), os.path.abspath(start or os.getcwd()))
+
+
+def mira_command(argv: list[str], start: str | Path | None = None) -> str:
+    """``mira`` and ``argv`` (a subcommand and its arguments) as one shell line.
+
+    An absolute path, alone or as the value of ``key=value``, becomes relative to ``start``
+    (default: the working directory): ``["compare", "/home/u/mira/configs/x.yaml"]`` run in
+    ``/home/u/mira`` is ``mira compare configs/x.yaml``.
+    """
+    words = []
+    for word in argv:
+        key, eq, value = word.partition("=") if "=" in word else ("", "", word)
+        if os.path.isabs(value):
+            value = relative_path(value, start)
+        words.append(key + eq + value)
+    return shlex.join(["mira", *words])
+
+
 def nonfinite_tensors(tensors: dict) -> list[str]:
     """Names of the floating-point tensors in ``tensors`` holding a NaN or an infinity."""
     return [k for k, v in tensors.items()
@@ -60,8 +88,13 @@ class RunDir:
         self.cfg: ExperimentConfig | None = None  # the config a new run saved (create)
 
     @staticmethod
-    def create(cfg: ExperimentConfig, config_path: str | None) -> RunDir:
+    def create(cfg: ExperimentConfig, config_path: str | None, command: str | None = None,
+               cwd: str | Path | None = None) -> RunDir:
         """A new run's directory, with its ``config.yaml`` and ``meta.json`` written.
+
+        ``command`` is the ``mira`` command that started the run (``mira_command``; None where
+        none did, as in a test), ``cwd`` that command's working directory (default: this
+        process's), against which the saved ``run.dir`` is relative.
 
         An unset ``run.name`` becomes ``<config file stem>-<timestamp>`` and an unset
         ``run.dir`` ``runs/<name>``: the config with them, as saved, is the run's ``cfg``
@@ -89,12 +122,21 @@ class RunDir:
                 f.replace(run.path / "superseded" / f.name)
             print(f"[mira] {run.path}: what a start that ended before its first checkpoint left "
                   f"({', '.join(f.name for f in stale)}) moved to superseded/", file=sys.stderr)
-        save_config(cfg, run.path / "config.yaml")
+        run.save_config(cfg, cwd)
         meta = {"config_format": CONFIG_FORMAT, "seed": cfg.run.seed,
-                "git_revision": git_revision(), "command": sys.argv, "started": time.time(),
-                "host": os.uname().nodename}
+                "git_revision": git_revision(), "command": command, "started": time.time()}
         (run.path / "meta.json").write_text(json.dumps(meta, indent=2))
         return run
+
+    def save_config(self, cfg: ExperimentConfig, cwd: str | Path | None = None) -> None:
+        """Write ``cfg`` to ``config.yaml`` with ``run.dir`` this directory, relative to ``cwd``.
+
+        ``cwd`` is the working directory of the command that runs (default: this process's);
+        the path is this directory's, not ``cfg.run.dir``, which a resumed run read from a file
+        written elsewhere may hold relative to another directory.
+        """
+        portable = replace(cfg, run=replace(cfg.run, dir=relative_path(self.path, cwd)))
+        save_config(portable, self.path / "config.yaml")
 
     @staticmethod
     def open(path: str | Path) -> RunDir:
@@ -119,7 +161,7 @@ class RunDir:
         """
         cfg = self.load_config(overrides)
         if overrides:
-            save_config(cfg, self.path / "config.yaml")
+            self.save_config(cfg)
             meta_path = self.path / "meta.json"
             meta = json.loads(meta_path.read_text()) if meta_path.is_file() else {}
             meta.setdefault("resumes", []).append({"overrides": list(overrides),

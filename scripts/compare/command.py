@@ -97,15 +97,17 @@ def _partial_report(spec: CompareSpec, trials: list[Trial], out_dir: Path, statu
 
 def run_compare(path: str, dry_run: bool = False, max_concurrent: int | None = None,
                 out: str | None = None, quiet: bool = False, report_only: bool = False,
-                next_seeds: int | None = None) -> dict:
+                next_seeds: int | None = None, command: str | None = None) -> dict:
     """Validate, run every trial, evaluate, report (``report_only``: report, run nothing).
 
     ``next_seeds``: run the trials of only the next N seeds that have work left (in the
     file's seed order), then write the report so far and stop; the seeds after them wait
     (status ``waiting``) for a later run of the same file. A declared rule reads the same
-    seeds in the same order either way.
+    seeds in the same order either way. ``command``: the ``mira`` command that runs, which each
+    new trial's ``meta.json`` records (default: ``mira compare PATH``).
     Returns {"out", "trials": {slug: status}, "failed", "results"}.
     """
+    from learners.runtime.run_dir import mira_command
     from scripts.compare import pbt as pbt_mod
     from scripts.compare.report import write_report
 
@@ -164,7 +166,8 @@ def run_compare(path: str, dry_run: bool = False, max_concurrent: int | None = N
     widest = max((t.cfg for t in trials), key=actor_cpus)
     run_jobs = functools.partial(run_jobs_on_ray, resources=spec.resources,
                                  aggregate=spec.aggregate, cfg=widest,
-                                 max_concurrent=max_concurrent, quiet=quiet)
+                                 max_concurrent=max_concurrent, quiet=quiet,
+                                 command=command or mira_command(["compare", str(path)]))
     if spec.pbt.enabled:
         ran, failed = pbt_mod.run_population(spec, trials, out_dir, run_jobs, quiet)
         status.update({t.slug: "trained" if t.slug in ran else "skipped" for t in trials})
@@ -251,9 +254,12 @@ def run_compare(path: str, dry_run: bool = False, max_concurrent: int | None = N
 
 
 def _command(args) -> int:
+    from learners.runtime.run_dir import mira_command
+
     try:
         result = run_compare(args.config, dry_run=args.dry_run, max_concurrent=args.max_concurrent,
-                             out=args.out, report_only=args.report, next_seeds=args.next_seeds)
+                             out=args.out, report_only=args.report, next_seeds=args.next_seeds,
+                             command=mira_command(args.argv))
     except KeyboardInterrupt:
         return 130
     if result["failed"]:
@@ -290,6 +296,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m scripts")
     add_parser(parser.add_subparsers())
     args = parser.parse_args(["compare", *(sys.argv[1:] if argv is None else argv)])
+    args.argv = ["compare", *(sys.argv[1:] if argv is None else argv)]
     try:
         return args.fn(args)
     except ConfigError as e:

@@ -7,7 +7,8 @@ live under the ignored ``runs/``; a machine handed back takes them with it. With
 
 every report the compare writes (``--report`` included) copies, for each trial it holds,
 what the report and the plan read into ``<keep>/<trial>/``: ``summary.json``,
-``eval.json``, ``config.yaml``, ``meta.json`` and ``record.json`` (the agent's parameter
+``eval.json``, ``config.yaml``, ``meta.json`` (paths relative to the working directory, the
+``mira`` command that ran, no host: ``portable``) and ``record.json`` (the agent's parameter
 count, the checkpoint it was evaluated from, and the learning curves the report draws as
 frames and values per TensorBoard tag, and the training health the report shows), and
 the compare's ``plan.json`` into ``<keep>/``:
@@ -110,7 +111,7 @@ def keep(trials, keep_dir: str, out: Path, learning_curve, param_count, health) 
         dest.mkdir(parents=True, exist_ok=True)
         for name in KEPT_FILES:
             if (t.dir / name).is_file():
-                shutil.copyfile(t.dir / name, dest / name)
+                (dest / name).write_text(portable(name, (t.dir / name).read_text(), t.dir))
             else:
                 (dest / name).unlink(missing_ok=True)
         curves = {}
@@ -124,6 +125,26 @@ def keep(trials, keep_dir: str, out: Path, learning_curve, param_count, health) 
              "health": health(t.dir)}))
         written += 1
     return written
+
+
+def portable(name: str, text: str, run_dir: Path) -> str:
+    """A kept file's text (``name``: one of ``KEPT_FILES``) with no machine in it.
+
+    The run directory's absolute path becomes relative to the working directory (a run
+    directory written before runs saved it so), and ``meta.json`` keeps no host name and no
+    command but a ``mira`` one: an older run recorded its process's command line, which for a
+    compare's trial is a Ray worker's, with the node's address.
+    """
+    from learners.runtime.run_dir import relative_path
+
+    text = text.replace(str(Path(run_dir).resolve()), relative_path(run_dir))
+    if name != "meta.json":
+        return text
+    meta = json.loads(text)
+    meta.pop("host", None)
+    if not str(meta.get("command")).startswith("mira "):
+        meta.pop("command", None)
+    return json.dumps(meta, indent=2)
 
 
 def restore(trials, keep_dir: str, out: Path, episodes: int) -> list[str]:

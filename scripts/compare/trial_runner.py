@@ -105,14 +105,17 @@ def _progress(run_dir: Path) -> str:
 
 def run_jobs_on_ray(jobs: list[dict], resources: ResourcesSpec, aggregate: str,
                     cfg: ExperimentConfig, max_concurrent: int | None,
-                    quiet: bool) -> tuple[dict, dict]:
+                    quiet: bool, command: str | None = None) -> tuple[dict, dict]:
     """Run ``jobs`` as Ray tasks: ({slug: result}, {slug: error}).
 
     Ray starts only if there is work; at most ``max_concurrent`` tasks run at once (default: what
     the cluster holds); ``aggregate`` names the evaluation aggregate a finished trial's line shows.
+    Each job carries ``command`` (the ``mira`` command that runs) and this process's working
+    directory, which a new trial's run directory records instead of the Ray worker's.
     """
     if not jobs:
         return {}, {}
+    jobs = [dict(job, command=command, cwd=os.getcwd()) for job in jobs]
     ray = _connect(resources, cfg)
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 

@@ -14,7 +14,7 @@ import sys
 import time
 from pathlib import Path
 
-from learners.config.schema import format_overrides, load_config, save_config
+from learners.config.schema import format_overrides, load_config
 
 
 def say(*parts) -> None:
@@ -136,8 +136,9 @@ def eval_is_current(run_dir: Path, episodes: int) -> bool:
     result, ckpt = read_json(run_dir / "eval.json"), RunDir(run_dir).latest_checkpoint()
     if not result:
         return False
+    # eval.json names its checkpoint relative to the run directory (an older one: in full)
     if ckpt is not None:
-        of_last = result.get("checkpoint") == str(ckpt)
+        of_last = Path(result.get("checkpoint", "")).name == ckpt.name
     else:
         kept = read_json(run_dir / RECORD)
         of_last = kept is not None and Path(result.get("checkpoint", "")).name == kept["checkpoint"]
@@ -171,9 +172,10 @@ def run_trial(job: dict) -> dict:
     with (open(run_dir / "train.log", "a") as log, contextlib.redirect_stdout(log),
           contextlib.redirect_stderr(log)):
         if state != "done":
-            run = RunDir.open(run_dir) if state == "resume" else RunDir.create(cfg, job["base"])
-            if state == "resume":
-                save_config(cfg, run.path / "config.yaml")  # the run dir says what it resumed with
+            run = (RunDir.open(run_dir) if state == "resume" else
+                   RunDir.create(cfg, job["base"], job.get("command"), job.get("cwd")))
+            if state == "resume":  # the run dir says what it resumed with
+                run.save_config(cfg, job.get("cwd"))
             Trainer(cfg, run,
                     resume_from=run.latest_checkpoint() if state == "resume" else None,
                     ).train(stop_when=stop_requested(run_dir))
