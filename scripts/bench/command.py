@@ -3,7 +3,8 @@
 (a) raw environment steps/s (one process, random actions, the config's envs);
 (b) agent inference steps/s on a runner (T = 1 forward of the runner's batch, 1 thread);
 (c) learner update steps/s alone (fwd + bwd + optimizer on batches of the configured
-    shape, 1 thread; PPO counts each collected step once, whatever its epochs);
+    shape, 1 thread; PPO counts each collected step once, whatever its epochs), and the
+    operators one update dispatches per collected step (``scripts/bench/dispatch.py``);
 (d) end-to-end training steps/s (``mira train`` itself for a fixed time), and where an
     update's cycle goes in it: the learner busy (of which making the batch), and waiting for
     a batch, beside a runner's unroll timed inside the runner and in bench's own process;
@@ -298,6 +299,10 @@ def _bench_round(cfg, config_path: str, seconds: float, gpu_learner_rate: float,
     rollout = rollout_time(runner)
     c = learner_rate(cfg, runner, seconds)
     print(f"[bench] (c) learner update  {c:9.0f} steps/s  ({1e3 / c:.3f} core-ms/step)", flush=True)
+    from scripts.bench.dispatch import describe, update_ops
+
+    ops = update_ops(cfg, runner)  # how launch-bound (c) would be on a GPU
+    print(f"[bench]     {describe(ops)}", flush=True)
     from learners.runtime.fleet import learner_threads
     from learners.update.device import resolve_device
 
@@ -339,7 +344,8 @@ def _bench_round(cfg, config_path: str, seconds: float, gpu_learner_rate: float,
             "learner_threads": threads_ms, "rollout": 1e3 * rollout / steps_per_unroll}, threads)
     print(f"[bench] compute-bound limit on {cores} cores: {limit:.0f} steps/s; "
           f"end to end reaches {100 * d / limit:.0f}% of it", flush=True)
-    return {"env": a, "inference": b, "learner": c, "end_to_end": d, "limit": limit, "cores": cores,
+    return {"env": a, "inference": b, "learner": c, "end_to_end": d,
+            "ops_per_step": ops["ops_per_step"], "limit": limit, "cores": cores,
             "update_cycle": cycle, "limit_gap": gap,
             "parts_ceiling": ceiling,
             "runner_per_core": per_core, "gpu_learner_rate": gpu_learner_rate,

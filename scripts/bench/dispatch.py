@@ -62,17 +62,15 @@ def count_update_ops(learner, trajectories: list, steps: int, on_policy: bool) -
 
 
 def update_ops(cfg, runner) -> dict:
-    """``count_update_ops`` for a CPU learner of ``cfg`` on one update's unrolls of ``runner``.
+    """``count_update_ops`` for a learner of ``cfg`` on one update's unrolls of ``runner``.
 
-    The learner runs on CPU whatever ``learner.device`` says: the count does not depend on
-    the device. The batch is stamped on-policy for a lock-step config, as ``mira bench``'s (c).
+    On the config's learner device: the count is the same on CPU and CUDA but for the
+    batch's copies to the device (a few per update). The batch is stamped on-policy for a
+    lock-step config, as ``mira bench``'s (c).
     """
-    from dataclasses import replace
-
     from learners.update.learner import Learner
     from scripts.bench.command import update_batch
 
-    cfg = replace(cfg, learner=replace(cfg.learner, device="cpu"))
     trajectories, steps = update_batch(cfg, runner)
     learner = Learner(cfg, runner.spec())
     return count_update_ops(learner, trajectories, steps, cfg.learner.lock_step)

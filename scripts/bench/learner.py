@@ -9,7 +9,9 @@ core-ms per step (threads x wall time) and the page faults per update (``getrusa
 faults: fresh memory the kernel had to map; see ``learners/update/malloc.py``). A lock-step config's
 batch is stamped with the learner's version, as its runs' batches are (policy lag 0);
 ``--stale`` measures the update on an older batch instead. Figures, not assertions; only
-meaningful on an otherwise idle machine.
+meaningful on an otherwise idle machine. ``--count-ops`` prints instead the operators one
+update dispatches per collected step (``scripts/bench/dispatch.py``): a count, not a timing,
+the same on any machine.
 """
 
 from __future__ import annotations
@@ -64,6 +66,8 @@ def main(argv: list[str] | None = None) -> int:
                    help="update on a batch older than the learner's weights, as asynchronous "
                         "runners' batches are (default: as the config's runs: policy lag 0 "
                         "with learner.lock_step)")
+    p.add_argument("--count-ops", action="store_true",
+                   help="print the operators one update dispatches per collected step and exit")
     args = p.parse_args(argv)
     try:
         cfg = load_config(args.config, args.overrides)
@@ -71,6 +75,16 @@ def main(argv: list[str] | None = None) -> int:
         p.error(str(e))
     torch.set_num_threads(1)
     runner = bench_runner(cfg)
+    if args.count_ops:
+        from scripts.bench.dispatch import describe, update_ops
+
+        counts = update_ops(cfg, runner)
+        runner.close()
+        print(f"[bench_learner] {args.config} {' '.join(args.overrides)}: {describe(counts)}",
+              flush=True)
+        print("[bench_learner] most dispatched: "
+              + ", ".join(f"{name} {n}" for name, n in counts["top"]), flush=True)
+        return 0
     trajectories, steps = update_batch(cfg, runner)
     spec = runner.spec()
     runner.close()
