@@ -54,7 +54,7 @@ def test_core_options_are_filled_and_typed():
     assert cfg.agent.core_options == LSTMConfig(hidden_size=64)
     # what a run saves: every option, defaults included
     assert to_dict(cfg)["agent"]["core_options"] == {"hidden_size": 64, "fused": True,
-                                                       "init": "torch"}
+                                                       "resets": "split", "init": "torch"}
 
 
 @pytest.mark.parametrize(
