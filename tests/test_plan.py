@@ -199,3 +199,52 @@ def test_a_pair_no_seed_left_can_decide_is_undecidable_and_settles_the_study(tmp
     (done,) = plan_mod.primary_intervals(full, scores, list(range(8)))
     assert done["undecidable"] and done["seeds_left"] == 0
     assert "cannot exclude" not in plan_mod.interval_lines([done])[0]
+
+
+def test_a_pair_says_what_it_tests_and_the_report_names_an_untested_claim(tmp_path):
+    """A pair's claim is printed beside its verdict; a plan claim no pair tests gets one line."""
+    from learners.config.schema import ConfigError
+    from learners.config.typed_yaml import from_dict
+
+    plan = from_dict(plan_mod.PlanSpec, {
+        "statistic": "win",
+        "claims": {"fig4b": "task-ID above multi-head: Fig. 4b",
+                   "fig4c": "learnt above linear: Fig. 4c"},
+        "pairs": [{"pair": ["t", "lin"], "claim": "task-ID above linear (task information)"},
+                  {"pair": ["l", "lin"], "claim": "fig4c"},
+                  ["t", "l"]]}, "plan")
+    assert plan.pairs == [["t", "lin"], ["l", "lin"], ["t", "l"]]  # what the rules read
+    assert [plan.claim(i) for i in range(3)] == [
+        "task-ID above linear (task information)", "learnt above linear: Fig. 4c", None]
+    assert plan.untested_claims() == ["task-ID above multi-head: Fig. 4b"]
+    scores = {"t": {s: 9.0 for s in range(9)}, "lin": {s: 1.0 for s in range(9)},
+              "l": {s: 5.0 for s in range(9)}}
+    primary = plan_mod.primary_intervals(plan, scores, list(range(9)))
+    first = plan_mod.record(plan, list(range(9)), {"t": 10, "lin": 10, "l": 10}, 0)
+    state = plan_mod.register(tmp_path, first)
+    text = "\n".join(plan_sections.markdown({"plan": state, "primary": primary,
+                                             "untested_claims": plan.untested_claims()}))
+    assert "| excludes 0.5 | claim |" in text
+    assert "| yes | task-ID above linear (task information) |" in text
+    assert "| yes | learnt above linear: Fig. 4c |" in text
+    assert [line for line in text.splitlines() if "no declared pair tests" in line] == [
+        "The plan names a claim no declared pair tests: task-ID above multi-head: Fig. 4b."]
+    assert "(learnt above linear: Fig. 4c): win" in plan_mod.interval_lines(primary)[1]
+    # relabelling after a report is listed with the unplanned looks; the pairs stand
+    plan_mod.note_report(tmp_path)
+    bare = plan_mod.PlanSpec(pairs=[["t", "lin"], ["l", "lin"], ["t", "l"]], statistic="win")
+    state = plan_mod.register(tmp_path, plan_mod.record(bare, list(range(9)),
+                                                        {"t": 10, "lin": 10, "l": 10}, 0))
+    assert state["changes"][-1]["after_report"]
+    assert state["changes"][-1]["what"] == [
+        "claims relabelled (labels: no score or stopping rule reads them)"]
+    # a plan without claims keeps the record it always had, and its report no claim column
+    assert set(plan_mod.record(bare, [0], {"t": 1}, 0)) == set(first) - {"claims", "pair_claims"}
+    text = "\n".join(plan_sections.markdown(
+        {"plan": state, "primary": plan_mod.primary_intervals(bare, scores, list(range(9)))}))
+    assert "claim" not in text.split("## Primary")[1]
+    for bad, words in (({"pair": ["t", "lin"], "claim": "fig4x"}, "names no claim"),
+                       ({"pair": ["t", "lin"], "claim": "two\nlines"}, "one line"),
+                       ({"pairs": ["t", "lin"]}, "expected [a, b] or")):
+        with pytest.raises(ConfigError, match=words.replace("[", r"\[")):
+            from_dict(plan_mod.PlanSpec, {"claims": {"fig4b": "x y"}, "pairs": [bad]}, "plan")

@@ -14,6 +14,22 @@ the compare is for and how they are judged::
                          # or "settled": also once a pair cannot exclude it within the seeds left
       alpha: 0.05        # over all pairs together (each pair gets alpha / number of pairs)
 
+A pair may say what it tests, in one line the report prints beside its verdict; the plan may
+name the paper's claims it is about, and the report says in one line which of them no declared
+pair tests (a pair's ``claim`` names one of them, or repeats it word for word)::
+
+    plan:
+      claims:            # name -> one line: the paper's claims this compare is about
+        fig4b: "multiplicative task-ID head above multi-head: Fig. 4b"
+        fig4c: "a learnt-context multiplicative head above linear: Fig. 4c"
+      pairs:
+        - pair: [head-multiplicative_context-task-id, head-linear]
+          claim: "a multiplicative task-ID head above a linear head (task information vs none)"
+        - {pair: [head-multiplicative_context-learnt, head-linear], claim: fig4c}
+
+Claims are labels: no score, interval or stopping rule reads them, but the plan's record keeps
+them, so relabelling after a report is listed with the unplanned looks.
+
 The compare's ``seeds`` and its trials' ``run.total_frames`` belong to the plan too (``plan.seeds``
 and ``plan.frames``, if given, must agree with them). ``register`` stores the plan in
 ``<out>/plan.json`` the first time a compare runs, and records every later change (seeds added,
@@ -49,7 +65,8 @@ STATISTICS = ("difference", "win")
 class PlanSpec:
     """The ``plan:`` section of a compare file (see the module docstring)."""
 
-    pairs: list = field(default_factory=list)  # [[variant, variant], ...]: the primary pairs
+    # the primary pairs: [variant, variant], or {pair: [variant, variant], claim: ONE LINE}
+    pairs: list = field(default_factory=list)
     score: str = "eval"  # eval (final evaluation) or train (last-100 training return)
     aggregate: str = "mean"  # a trial's score over its tasks: mean, median or iqm
     statistic: str = "difference"  # difference (needs bounds) or win
@@ -58,6 +75,49 @@ class PlanSpec:
     alpha: float = 0.05  # family-wise error over the primary pairs
     seeds: int = 0  # if given: the number of seeds the compare lists
     frames: float = 0  # if given: every trial's run.total_frames
+    claims: dict = field(default_factory=dict)  # name -> one line: the paper's claims it is about
+    # each pair's claim (a name in claims, a line, or None), taken from pairs; not a file key
+    pair_claims: list = field(default_factory=list)
+
+    def __post_init__(self):
+        """``pairs`` as [a, b] lists, their claims in ``pair_claims`` (module docstring)."""
+        if not isinstance(self.claims, dict) or not all(
+                isinstance(k, str) and _one_line(v) for k, v in self.claims.items()):
+            raise ValueError(f"plan.claims: expected names mapped to one line of text each, got "
+                             f"{self.claims!r}")
+        pairs, claims = [], []
+        for i, pair in enumerate(self.pairs):
+            claim = self.pair_claims[i] if i < len(self.pair_claims) else None
+            if isinstance(pair, dict):
+                if "pair" not in pair or set(pair) - {"pair", "claim"}:
+                    raise ValueError(f"plan.pairs[{i}]: expected [a, b] or {{pair: [a, b], "
+                                     f"claim: ONE LINE}}, got {pair!r}")
+                pair, claim = pair["pair"], pair.get("claim")
+            if claim is not None and not _one_line(claim):
+                raise ValueError(f"plan.pairs[{i}].claim: expected one line of text or a name "
+                                 f"in plan.claims, got {claim!r}")
+            if claim is not None and " " not in claim.strip() and claim not in self.claims:
+                raise ValueError(f"plan.pairs[{i}].claim {claim!r} names no claim in plan.claims"
+                                 f" ({', '.join(self.claims) or 'none declared'}); a claim of "
+                                 "the pair's own is a line of words")
+            pairs.append(pair)
+            claims.append(claim)
+        self.pairs, self.pair_claims = pairs, claims
+
+    def claim(self, i: int) -> str | None:
+        """The line pair ``i`` tests (its claim, or the plan claim it names), or None."""
+        c = self.pair_claims[i] if i < len(self.pair_claims) else None
+        return self.claims.get(c, c) if c else None
+
+    def untested_claims(self) -> list[str]:
+        """The lines of ``claims`` that no declared pair tests (by name or word for word)."""
+        named = {c for c in self.pair_claims if c}
+        return [line for name, line in self.claims.items()
+                if name not in named and line not in named]
+
+
+def _one_line(text) -> bool:
+    return isinstance(text, str) and bool(text.strip()) and "\n" not in text.strip()
 
 
 def check(plan: PlanSpec, variants: list[str], seeds: list[int], frames: dict,
@@ -141,6 +201,9 @@ def record(plan: PlanSpec, seeds: list[int], frames: dict, episodes: int) -> dic
     data = asdict(plan)
     data.update(seeds=list(seeds), frames=dict(frames), variants=sorted(frames),
                 evaluation_episodes=episodes)
+    for key in ("claims", "pair_claims"):  # kept only where given: a plan without them keeps
+        if not any(data[key]):  # the record it always had
+            del data[key]
     return data
 
 
@@ -187,6 +250,8 @@ def _diff(old: dict, new: dict) -> list[str]:
                 "evaluation_episodes"):
         if old.get(key) != new.get(key):
             out.append(f"{key}: {old.get(key)!r} -> {new.get(key)!r}")
+    if any(old.get(k) != new.get(k) for k in ("claims", "pair_claims")):
+        out.append("claims relabelled (labels: no score or stopping rule reads them)")
     return out
 
 
@@ -271,9 +336,9 @@ def primary_intervals(plan: PlanSpec, scores: dict, seeds: list[int]) -> list[di
     """
     out, k = [], max(len(plan.pairs), 1)
     null = 0.0 if plan.statistic == "difference" else 0.5
-    for a, b in plan.pairs:
+    for i, (a, b) in enumerate(plan.pairs):
         both = [s for s in seeds if s in scores.get(a, {}) and s in scores.get(b, {})]
-        row = {"pair": [a, b], "seeds": both, "alpha": plan.alpha / k,
+        row = {"pair": [a, b], "claim": plan.claim(i), "seeds": both, "alpha": plan.alpha / k,
                "statistic": plan.statistic, "score": plan.score, "aggregate": plan.aggregate,
                "null": null, "estimate": None, "low": None,
                "high": None, "excludes_null": False, "clipped": 0,
@@ -338,7 +403,8 @@ def _undecidable(r: dict) -> str:
 
 def interval_lines(intervals: list[dict]) -> list[str]:
     """One console line per primary pair: its estimate and interval, decided or not."""
-    return [f"  {r['pair'][0]} vs {r['pair'][1]}: {r['statistic']} "
+    return [f"  {r['pair'][0]} vs {r['pair'][1]}"
+            + (f" ({r['claim']})" if r.get("claim") else "") + f": {r['statistic']} "
             + (f"{r['estimate']:.3g} [{r['low']:.3g}, {r['high']:.3g}] over {len(r['seeds'])} "
                f"seed(s), {'excludes' if r['excludes_null'] else 'includes'} {r['null']:g}"
                + _undecidable(r) + _clipped(r) if r["estimate"] is not None

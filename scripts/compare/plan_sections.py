@@ -41,6 +41,9 @@ def markdown(res: dict) -> list[str]:
              + (f" of scores clipped to {p['bounds']}" if p["statistic"] == "difference" else "")
              + f", stop: {p['stop']}, alpha {p['alpha']} over the pairs; "
              f"{p['evaluation_episodes']} evaluation episodes per task.", ""]
+    if untested := res.get("untested_claims"):
+        lines += ["The plan names a claim no declared pair tests: " + "; ".join(untested)
+                  + ".", ""]
     looks = [c for c in state["changes"] if c["after_report"]]
     before = [c for c in state["changes"] if not c["after_report"]]
     lines += [f"Reports written: {len(state['reports'])} (this one included)."]
@@ -72,12 +75,14 @@ def markdown(res: dict) -> list[str]:
               f"the compare stops. Level 1 - {alpha:g}/{k} each (Bonferroni over {k} declared "
               f"pair(s)), so all {k} hold together with probability {1 - alpha:.2f}. "
               f"No difference is {primary[0]['null']:g}.", "",
-              f"| a | b | seeds | estimate | interval | excludes {primary[0]['null']:g} |",
-              "| --- | --- | ---: | ---: | --- | --- |"]
+              f"| a | b | seeds | estimate | interval | excludes {primary[0]['null']:g} |"
+              + (" claim |" if (claims := any(r.get("claim") for r in primary)) else ""),
+              "| --- | --- | ---: | ---: | --- | --- |" + (" --- |" if claims else "")]
     for r in primary:
         lines.append(f"| {r['pair'][0]} | {r['pair'][1]} | {len(r['seeds'])} | "
                      f"{_num(r['estimate'])} | [{_num(r['low'])}, {_num(r['high'])}] | "
-                     f"{'yes' if r['excludes_null'] else 'no'} |")
+                     f"{'yes' if r['excludes_null'] else 'no'} |"
+                     + (f" {r.get('claim') or ''} |" if claims else ""))
     null = f"{primary[0]['null']:g} (no difference)"
     if decided(primary):
         verdict = f"Decided: every primary interval excludes {null}."

@@ -178,6 +178,7 @@ def collect(out: Path, spec, trials, failed: dict, target_frames: int,
         "trials": rows, "variants": variants, "failed": failed, "unfinished": list(unfinished),
         "probability_of_improvement": {"variants": names, "matrix": poi}, "pbt": pbt,
         "plan": plan_state, "primary": plan_mod.primary_intervals(spec.plan, scores, spec.seeds),
+        "untested_claims": spec.plan.untested_claims(),
         "compare": dataclasses.asdict(spec),
     }
 
