@@ -152,6 +152,8 @@ def test_probe_returns_the_declared_layers_the_last_being_the_features(name, as_
     for layer, units in probed.items():
         assert units.dim() == 2 and units.shape[0] == 3, layer
         assert not units.requires_grad and units.min() >= 0, f"{layer}: not post-ReLU"
+        channels = torso.probe_channels[layer]  # units are channels x positions
+        assert units.shape[1] % channels == 0 and (channels == units.shape[1]) == (layer == "fc")
     with torch.no_grad():
         y = features(torso, torso(obs, action, reward))[0]  # [N, hidden] or [N, positions, C]
     last = list(probed.values())[-1]

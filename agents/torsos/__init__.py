@@ -39,6 +39,10 @@ torso is an ``nn.Module`` registered in ``TORSOS`` and honours one contract
   and draws no random numbers. Layers: ``shallow`` conv1, conv2, fc; ``nature`` conv1,
   conv2, conv3, fc; ``resnet`` stack1, stack2, stack3 (each stack's residual-block hidden
   units), conv_out (the ReLU after the last stack, which the linear layer reads), fc.
+  ``torso.probe_channels`` maps each of those layers to its channels (its units are channels
+  x positions, channel-major; a linear layer's units are each their own channel, one
+  position), so a monitor can take a conv layer's units per channel without naming layers
+  (``learners/update/monitor.py``);
 
 Options every torso takes (``TorsoConfig``): ``hidden_size``, the instruction's reading
 (``bow``: mean of word embeddings; MiniGrid missions are short and order rarely matters,

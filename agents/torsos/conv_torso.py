@@ -90,6 +90,11 @@ class ConvTorso(nn.Module):
         self.fc_norm = (nn.LayerNorm(cfg.hidden_size) if cfg.norm == "layer" and not as_set
                         else None)
         self.probe_layers = (*self.conv.layers, *(() if as_set else ("fc",)))
+        with torch.no_grad():  # each probed layer's channels: a linear layer's units are its own
+            probed = self.conv.probe(torch.zeros(1, c, h, w))
+        self.probe_channels = {name: y.shape[1] for name, y in zip(self.conv.layers, probed)}
+        if not as_set:
+            self.probe_channels["fc"] = cfg.hidden_size
         self.read_instruction = "instruction" in obs_shapes and cfg.instruction != "none"
         extras = num_actions + 1
         if self.read_instruction:

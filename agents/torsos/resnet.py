@@ -74,14 +74,14 @@ class ResNetTrunk(nn.Module):
             hidden = None if probed is None else []
             x = stack(x, hidden)
             if probed is not None:
-                probed.append(torch.cat([h.flatten(1) for h in hidden], dim=1))
+                probed.append(torch.cat(hidden, dim=1))  # [N, 2 C, h, w]: both blocks' channels
         x = F.relu(x)
         if probed is not None:
             probed.append(x)
         return x
 
     def probe(self, x: torch.Tensor) -> list[torch.Tensor]:
-        """Each stack's hidden units [N, units], then the output [N, C, h, w] (``layers``)."""
+        """Each stack's hidden units [N, 2 C, h, w], then the output [N, C, h, w] (``layers``)."""
         probed: list[torch.Tensor] = []
         self(x, probed)
         return probed
