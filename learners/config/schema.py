@@ -122,6 +122,26 @@ class OptimizerConfig:
 
 
 @dataclass(frozen=True)
+class MonitorConfig:
+    """The ``learner.monitor:`` section: inactive and dormant torso units, the blind warning."""
+
+    # probe the torso every this many updates (0: never), on the first frames of the update's
+    # batch with the weights it starts from (docs/reliability.md); a probe costs 2-16% of an
+    # Atari update, so 50 costs under 0.5%
+    every: int = ranged(50, 0)
+    # observations in the probe batch (at most unroll_length x the batch's envs); unset: 256
+    # or the whole batch when smaller
+    frames: int | None = ranged(None, 2)
+    # Sokar et al.'s tau: a unit whose mean activation over the probe is at most tau times its
+    # layer's mean is dormant
+    tau: float = ranged(0.025, 0, 1, False, True)
+    # the torso is blind when at least this share of its features (its last layer) is
+    # inactive on every probe frame ...
+    blind_share: float = ranged(0.99, 0, 1, True)
+    blind_probes: int = ranged(3, 1)  # ... at this many probes in a row; said once
+
+
+@dataclass(frozen=True)
 class LearnerSettings:
     """The ``learner:`` section: the algorithm, its targets and loss, and the learner's device."""
 
@@ -170,6 +190,7 @@ class LearnerSettings:
     # python -m scripts.bench.burst replays one
     capture_grad_norm: float = ranged(0.0, 0)
     optimizer: OptimizerConfig = field(default_factory=OptimizerConfig)
+    monitor: MonitorConfig = field(default_factory=MonitorConfig)
 
 
 _LEARNER_CLASSES: dict[tuple, type] = {}

@@ -60,6 +60,7 @@ def validate(cfg, runtime: bool = True):
         _check_option_ranges(getattr(cfg.agent, f"{section}_options"), f"agent.{section}_options")
     if runtime:
         _check_task_dealing(cfg)
+        _check_monitor(cfg, algorithm)
         problem = algorithm.check(cfg)
         if problem:
             raise ConfigError(problem)
@@ -97,6 +98,17 @@ def _check_task_dealing(cfg) -> None:
             "(tasks are dealt env by env); "
             f"make runtime.num_runners x runtime.envs_per_runner a multiple of {tasks}"
         )
+
+
+def _check_monitor(cfg, algorithm) -> None:
+    """The torso monitor's probe batch fits in the observations one update holds."""
+    M, T = cfg.learner.monitor, cfg.learner.unroll_length
+    envs = algorithm.unrolls_per_update(cfg) * cfg.runtime.envs_per_runner
+    if M.every and M.frames is not None and M.frames > T * envs:
+        raise ConfigError(
+            f"learner.monitor.frames={M.frames} is more than one update holds "
+            f"(learner.unroll_length {T} x {envs} envs = {T * envs} observations); lower it, "
+            "leave it unset (256 or the whole batch) or set learner.monitor.every=0")
 
 
 def _check_option_ranges(options: Any, key: str) -> None:

@@ -29,6 +29,7 @@ from learners.runtime.handles import get, wait_one
 from learners.runtime.logbook import EpisodeStats, Logbook, duration, log_every_updates
 from learners.runtime.run_dir import RunDir, nonfinite_tensors
 from learners.runtime.unroll_queue import UnrollQueue
+from learners.update.monitor import BlindWatch
 from learners.update.report import UpdateReport
 
 log = logging.getLogger("mira")
@@ -94,6 +95,9 @@ class Trainer:
         self.diverged = None
         self.stop_when = None  # train()'s stop condition
         self.known = [-1] * len(self.fleet.runners)  # the weights version each runner holds
+        monitor = cfg.learner.monitor
+        self.blind = BlindWatch(monitor.blind_share, monitor.blind_probes)
+        self.probed: dict = {}  # the torso monitor's last measures and their frames
         if resume_from is not None:
             state = RunDir.load_checkpoint(resume_from)
             get(self.learner.load_state_dict(state["learner"]))
@@ -101,6 +105,7 @@ class Trainer:
             self.stats.load_state_dict(progress["episodes"])
             self.wall_before = float(progress["wall_time_s"])
             self.lost_unrolls = int(progress.get("lost_unrolls", 0))
+            self.blind.load_state_dict(progress.get("monitor", {}))
         self.version = get(self.learner.get_version())
         self.frames = (int(get(self.learner.state_counters())["frames"])
                        if resume_from is not None else 0)
@@ -154,6 +159,13 @@ class Trainer:
             self._keep_captures(get(self.learner.take_captures()))
         for k, v in report.metrics.items():
             self.metrics_acc[k].append(v)
+        if report.monitor:
+            for k, v in report.monitor.items():  # TensorBoard, with the metrics
+                self.metrics_acc[k].append(v)
+            self.probed = {"frames": report.frames, **report.monitor}
+            line = self.blind.add(report.frames, report.monitor)
+            if line is not None:
+                log.warning(line)
 
     def _keep_captures(self, captures: list[dict]) -> None:
         """Write the learner's gradient-burst captures to ``<run>/bursts/``, one line each.
@@ -225,6 +237,7 @@ class Trainer:
             "progress": {
                 "frames": self.frames, "wall_time_s": self.wall_time(),
                 "episodes": self.stats.state_dict(), "lost_unrolls": self.lost_unrolls,
+                "monitor": self.blind.state_dict(),
             },
         }
         bad = nonfinite_tensors(state["learner"]["agent"])
@@ -281,6 +294,8 @@ class Trainer:
                 "checkpoint": final and str(final),
             },
             "final_metrics": self.last_metrics,
+            # the torso monitor's last probe and the blind verdict (learners/update/monitor.py)
+            "monitor": {"last": self.probed or None, "blind": self.blind.blind},
         }
         self.run.write_summary(summary)
         self.log.close()

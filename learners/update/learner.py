@@ -22,6 +22,10 @@ exceeds it or is not finite, or whose loss is not finite, is kept (``capture``: 
 its core state, the learner's state before the step and every parameter's gradient norm, none
 for a non-finite loss) for the driver to write to ``<run>/bursts/``; ``replay`` recomputes that
 gradient and the loss's terms (``python -m scripts.bench.burst``).
+
+Torso monitor: every ``learner.monitor.every`` updates, the update's first frames go through
+the torso's probe before its steps, and the shares of inactive and dormant units and the
+policy's spread ride out in the ``UpdateReport`` (``learners/update/monitor.py``).
 """
 
 from __future__ import annotations
@@ -39,6 +43,7 @@ from learners.algorithms import LEARNERS
 from learners.algorithms.batch import Batch, chunk_sequences, minibatches
 from learners.update.device import resolve_device, to_cpu, use_full_float32
 from learners.update.malloc import keep_freed_memory
+from learners.update.monitor import TorsoMonitor
 from learners.update.optim import make_optimizer, match_groups, parameter_groups
 from learners.update.report import UpdateReport
 from learners.update.schedule import lr_at
@@ -109,6 +114,8 @@ class Learner:
         self.captures: list[dict] = []  # steps kept for learner.capture_grad_norm, not yet taken
         self.captured = 0  # steps kept so far by this learner (at most CAPTURE_LIMIT)
         self.frames_per_step = spec["frames_per_step"]
+        # inactive and dormant torso units, every learner.monitor.every updates
+        self.monitor = TorsoMonitor(self.agent.torso, self.lcfg.monitor)
 
     # ------------------------------------------------------------------ data
 
@@ -319,6 +326,8 @@ class Learner:
         lags = [self.version - t.policy_version for t in trajectories]
         batch, state = self.to_batch(list(trajectories))
         batch_s = time.perf_counter() - start
+        # before the steps: with the update's starting weights, and read after them (no sync)
+        probe = self.monitor.start(batch) if self.monitor.due(self.version) else None
         self.step_skipped = False
         metrics = self.fit(batch, state, on_policy=all(lag == 0 for lag in lags))
         T, B = batch.unroll_length, batch.reset.shape[1]
@@ -344,7 +353,8 @@ class Learner:
         # ``last_good_version`` (skipped steps never touch them).
         diverged = (self.last_good_version
                     if self.skipped_in_row >= self.lcfg.max_skipped_updates else None)
-        return UpdateReport(metrics, self.frames, self.version, diverged, len(self.captures))
+        return UpdateReport(metrics, self.frames, self.version, diverged, len(self.captures),
+                            probe.values() if probe is not None else {})
 
     # ------------------------------------------------------------------ state
 

@@ -7,7 +7,7 @@ crosses Ray as one pickled value (``LearnerHandle.learn``), so it holds plain nu
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 
 @dataclass(frozen=True)
@@ -21,13 +21,18 @@ class UpdateReport:
     # skipped (non-finite): the weights are still that update's; None while the run is healthy
     diverged: int | None = None
     captures: int = 0  # gradient-burst steps kept and not yet taken (``Learner.take_captures``)
+    # the torso monitor's measures when this update probed (tag -> value, the torso's layers
+    # input to output: learners/update/monitor.py); empty otherwise
+    monitor: dict[str, float] = field(default_factory=dict)
 
     def flat(self) -> dict[str, float]:
         """The metrics with the counters beside them as floats, one dict (``Learner.update``).
 
-        ``frames`` and ``version``; ``captures`` and ``diverged`` only when set.
+        ``frames`` and ``version``; ``captures``, ``diverged`` and the monitor's tags only
+        when set.
         """
-        out = {**self.metrics, "frames": float(self.frames), "version": float(self.version)}
+        out = {**self.metrics, **self.monitor, "frames": float(self.frames),
+               "version": float(self.version)}
         if self.captures:
             out["captures"] = float(self.captures)
         if self.diverged is not None:

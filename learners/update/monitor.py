@@ -1,0 +1,195 @@
+"""The torso monitor: which units of each torso layer are off, and does the policy read frames?
+
+A run whose torso goes blind (every feature unit off on every frame, so the policy no longer
+depends on the observation) keeps training and says nothing; this module measures it on
+frames the learner already holds (``learner.monitor``; docs/reliability.md). For each layer
+of ``torso.probe_layers`` (post-ReLU activations ``h [N, units]``, ``torso.probe``), with
+units taken per channel: a linear layer's units are its own, a conv layer's are its
+channels, each averaged over its positions, as Sokar et al. (2023) score conv layers:
+
+- **inactive**: the share of units whose activation is 0 on every frame of the probe batch
+  (at every position, for a channel): a dead ReLU unit, which gets no gradient to come back;
+- **dormant**: the share of tau-dormant units of Sokar et al. (2023, "The Dormant Neuron
+  Phenomenon in Deep Reinforcement Learning", ICML, definition 3.1): unit ``i``'s score
+  ``s_i = mean_x |h_i(x)| / ((1/H) sum_j mean_x |h_j(x)|)`` over the ``H`` units of its
+  layer and the frames ``x`` of the batch; dormant if ``s_i <= tau``. A layer whose units
+  are all 0 is wholly dormant (its scores are 0/0; Sokar et al.'s code adds 1e-9 to the
+  layer's mean). At ``tau = 0`` this is ``inactive``.
+
+and for the policy, **spread**: the mean over the batch's frames of the total-variation
+distance between the frame's action distribution and the batch's mean distribution,
+``(1/N) sum_n (1/2) sum_a |p_n(a) - pbar(a)|`` with ``pbar = (1/N) sum_n p_n``, in [0, 1):
+0 when the policy is the same on every frame. In a multitask run it also moves with the task
+ID of a head that reads one.
+
+``measure`` returns 0-d tensors on the torso's device, keyed by their TensorBoard tags
+(``torso/<layer>/inactive``, ``torso/<layer>/dormant``, ``policy/spread``); ``TorsoMonitor``
+runs it inside the learner without a device sync of its own; ``BlindWatch`` applies the
+blind rule to a run's probes. ``scripts/evaluate.py`` and ``scripts/papers/atari_probe.py``
+call ``measure`` on frames they play.
+"""
+
+from __future__ import annotations
+
+import torch
+
+SPREAD = "policy/spread"
+
+
+def layer_tags(layer: str) -> tuple[str, str]:
+    """The tags of one torso layer's shares: ``torso/<layer>/inactive`` and ``.../dormant``."""
+    return f"torso/{layer}/inactive", f"torso/{layer}/dormant"
+
+
+def layer_shares(h: torch.Tensor, channels: int, tau: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(inactive, dormant)`` shares of one layer's units, 0-d tensors (module docstring).
+
+    ``h``: post-ReLU activations ``[N, units]``, ``units = channels x positions``,
+    channel-major; each channel is one unit, averaged over its positions.
+    """
+    per = h.reshape(h.shape[0], channels, -1).abs()  # [N, channels, positions]
+    inactive = (per.amax(dim=(0, 2)) == 0).float().mean()
+    mean = per.mean(dim=(0, 2))  # mean_x |h_i(x)|, positions averaged per channel
+    # An all-zero layer scores 0 (dormant), not 0/0; a positive mean is at least float32's
+    # smallest normal number, so the clamp changes no other score.
+    score = mean / mean.mean().clamp_min(torch.finfo(mean.dtype).tiny)
+    return inactive, (score <= tau).float().mean()
+
+
+def policy_spread(logits: torch.Tensor) -> torch.Tensor:
+    """Mean total-variation distance of each frame's policy to the mean policy; 0-d.
+
+    ``logits``: ``[N, A]``, one row per frame.
+    """
+    probs = torch.softmax(logits.float(), dim=-1)
+    return 0.5 * (probs - probs.mean(0)).abs().sum(-1).mean()
+
+
+@torch.no_grad()
+def measure(torso, pixels: torch.Tensor, logits: torch.Tensor | None,
+            tau: float) -> dict[str, torch.Tensor]:
+    """Each probed layer's shares and the policy's spread, on frames ``pixels``.
+
+    ``torso``: any registered torso (its ``probe``, ``probe_layers`` and ``probe_channels``);
+    ``pixels``: uint8 ``[N, C, H, W]``; ``logits``: ``[N, A]``, the policy on those frames
+    (None: no spread). Returns 0-d tensors on the torso's device keyed by tag, the layers
+    input to output, then ``policy/spread``. Draws no random numbers.
+    """
+    out = {}
+    for layer, h in torso.probe({"pixels": pixels}).items():
+        inactive, dormant = layer_shares(h, torso.probe_channels[layer], tau)
+        tag_inactive, tag_dormant = layer_tags(layer)
+        out[tag_inactive], out[tag_dormant] = inactive, dormant
+    if logits is not None:
+        out[SPREAD] = policy_spread(logits)
+    return out
+
+
+def values(measures: dict[str, torch.Tensor]) -> dict[str, float]:
+    """``measure``'s tensors as floats, in one copy to the CPU."""
+    return dict(zip(measures, torch.stack(list(measures.values())).tolist()))
+
+
+def features_layer(measured: dict[str, float]) -> str | None:
+    """The last layer with an ``inactive`` share in ``measured`` (tags input to output)."""
+    layers = [k.split("/")[1] for k in measured if k.startswith("torso/") and
+              k.endswith("/inactive")]
+    return layers[-1] if layers else None
+
+
+class Pending:
+    """A probe's results on their way to the CPU; ``values()`` reads them once they are there.
+
+    On CUDA the results are copied to pinned memory without blocking, right behind the probe's
+    kernels, and an event marks the copy's end. The learner reads them after the update's
+    steps, which already wait for the device (each step reads its gradient norm), so the
+    event has passed by then and reading waits for nothing: the monitor adds no sync.
+    """
+
+    def __init__(self, measures: dict[str, torch.Tensor]):
+        self.tags = list(measures)
+        stacked = torch.stack(list(measures.values()))
+        self.event = None
+        if stacked.device.type == "cuda":
+            self.host = torch.empty(stacked.shape, dtype=stacked.dtype, pin_memory=True)
+            self.host.copy_(stacked, non_blocking=True)
+            self.event = torch.cuda.Event()
+            self.event.record()
+        else:
+            self.host = stacked
+
+    def values(self) -> dict[str, float]:
+        """Tag -> value."""
+        if self.event is not None:
+            self.event.synchronize()  # already passed: see the class docstring
+        return dict(zip(self.tags, self.host.tolist()))
+
+
+class TorsoMonitor:
+    """The learner's probe: every ``learner.monitor.every`` updates, on its batch's first frames.
+
+    ``config``: the ``learner.monitor`` section (``learners.config.schema.MonitorConfig``).
+    """
+
+    def __init__(self, torso, config):
+        self.torso, self.config = torso, config
+
+    def due(self, version: int) -> bool:
+        """Whether the update that starts from policy ``version`` probes (0, every, 2 every...)."""
+        return self.config.every > 0 and version % self.config.every == 0
+
+    def frames(self, available: int) -> int:
+        """Frames a probe reads: ``learner.monitor.frames``, or unset 256 or all there are."""
+        return self.config.frames or min(256, available)
+
+    def start(self, batch) -> Pending:
+        """Probe the first frames of ``batch`` (a ``Batch``) with the weights it starts from.
+
+        The probe batch is the first ``frames`` observations of the unroll's ``T`` rows in
+        time-major order (row 0 of every column, then row 1, ...): a fixed slice, no random
+        draw. The policy on them is the one the runners recorded (``behaviour_logits``; with
+        policy lag, from weights a few updates older), which costs no forward pass.
+        """
+        T = batch.unroll_length
+        pixels = batch.obs["pixels"][:T].flatten(0, 1)
+        n = self.frames(len(pixels))
+        logits = batch.behaviour_logits[:T].flatten(0, 1)[:n]
+        return Pending(measure(self.torso, pixels[:n], logits, self.config.tau))
+
+
+class BlindWatch:
+    """The blind rule over a run's probes: the features off for ``probes`` probes in a row.
+
+    A probe counts when the share of the torso's last layer (its features) that is inactive
+    on every frame is at least ``share``. ``add`` returns the blind line once, at the probe
+    that completes the first such span; ``blind`` then says from which frame.
+    """
+
+    def __init__(self, share: float, probes: int):
+        self.share, self.probes = share, probes
+        self.run: list[int] = []  # frames of the probes of the current span
+        self.blind: dict | None = None  # {"frames", "layer", "inactive", "probes"} once said
+
+    def add(self, frames: int, measured: dict[str, float]) -> str | None:
+        """Count one probe (``measured`` at ``frames``); the line to say, the first time only."""
+        layer = features_layer(measured)
+        if layer is None:
+            return None
+        inactive = measured[layer_tags(layer)[0]]
+        self.run = self.run + [frames] if inactive >= self.share else []
+        if self.blind is not None or len(self.run) < self.probes:
+            return None
+        self.blind = {"frames": self.run[0], "layer": layer, "inactive": inactive,
+                      "probes": len(self.run)}
+        return (f"the torso has gone blind from {self.run[0]:,} frames: {inactive:.0%} of its "
+                f"{layer} units were inactive on every probe frame at {len(self.run)} probes in "
+                f"a row (learner.monitor.blind_share {self.share:g}), so the policy no longer "
+                "depends on the observation")
+
+    def state_dict(self) -> dict:
+        """The span and the verdict, for a checkpoint (a resumed run says the line once)."""
+        return {"run": list(self.run), "blind": self.blind}
+
+    def load_state_dict(self, state: dict) -> None:
+        """Continue from ``state_dict()``."""
+        self.run, self.blind = list(state.get("run", [])), state.get("blind")
