@@ -3,7 +3,9 @@
 Runs ``--episodes`` episodes of every task (or ``--tasks``) with the checkpoint's agent in
 evaluation mode, one Ray evaluator per task in parallel (``--num-runners 0``: in-process),
 and writes ``eval.json`` and ``eval.md`` beside the checkpoint: in the run directory for a
-run's checkpoint, next to the file otherwise.
+run's checkpoint, next to the file otherwise. Unless ``learner.monitor.every`` is 0, it also
+probes the checkpoint's torso on frames it plays (``probe_torso``): the shares of inactive
+and dormant units per layer and the policy's spread (``learners/update/monitor.py``).
 """
 
 from __future__ import annotations
@@ -74,6 +76,45 @@ def record_videos(cfg, weights: dict, indices: list[int], names: list[str], epis
     return paths
 
 
+def probe_torso(cfg, weights: dict, tasks: list[int]) -> dict[str, float]:
+    """The torso monitor's measures on frames the checkpoint's policy plays.
+
+    One unroll of 8 envs (2 per task of ``tasks``, task indices, when that is more; the
+    tasks dealt env by env), long enough for
+    ``learner.monitor.frames`` observations (unset: 256), seeded apart from the evaluation's
+    envs; tag -> value (``learners.update.monitor.measure``).
+    """
+    import math
+
+    import torch
+
+    from envs.runner import EnvRunner
+    from learners.update.monitor import measure, values
+
+    frames = cfg.learner.monitor.frames or 256
+    envs = max(8, 2 * len(tasks))
+    runner = EnvRunner(cfg.env, cfg.agent, envs_per_runner=envs,
+                       unroll_length=math.ceil(frames / envs), seed=cfg.run.seed + 15_000,
+                       tasks=[tasks[i % len(tasks)] for i in range(envs)],
+                       popart=cfg.learner.popart)
+    try:
+        traj = runner.rollout(weights, 0)
+    finally:
+        runner.close()
+    pixels = torch.from_numpy(traj.obs["pixels"][:-1]).flatten(0, 1)[:frames]
+    logits = torch.from_numpy(traj.behaviour_logits[:-1]).flatten(0, 1)[:frames]
+    return values(measure(runner.agent.torso, pixels, logits, cfg.learner.monitor.tau))
+
+
+def torso_line(measured: dict[str, float]) -> str:
+    """``probe_torso``'s measures in one line: each layer's inactive and dormant shares."""
+    layers = [k.split("/")[1] for k in measured if k.endswith("/inactive")]
+    shares = ", ".join(f"{layer} {measured[f'torso/{layer}/inactive']:.0%} "
+                       f"({measured[f'torso/{layer}/dormant']:.0%})" for layer in layers)
+    return (f"Torso units inactive on every probe frame (dormant): {shares}; policy spread "
+            f"across frames {measured.get('policy/spread', float('nan')):.3f}.")
+
+
 def evaluate_checkpoint(path: str, episodes: int = 10, tasks: list[str] | None = None,
                         protocol: str | None = None, num_runners: int | None = None,
                         overrides: list[str] | None = None, quiet: bool = False, video: int = 0,
@@ -84,7 +125,8 @@ def evaluate_checkpoint(path: str, episodes: int = 10, tasks: list[str] | None =
     and ``eval.md`` where ``locate`` says. Returns ``envs.evaluation.score_table``'s dict
     (per-task returns and normalised scores, aggregates with 95% CIs) plus ``checkpoint``
     (relative to the directory of ``eval.json``), ``frames``, ``protocol`` (None outside
-    Atari), ``wall_time_s`` and, with ``video > 0``, ``videos``.
+    Atari), ``wall_time_s``, ``torso`` (``probe_torso``; None with the monitor off) and, with
+    ``video > 0``, ``videos``.
     """
     from envs.evaluation import markdown, score_table
     from envs.suites import ENVS, build_suite
@@ -139,9 +181,14 @@ def evaluate_checkpoint(path: str, episodes: int = 10, tasks: list[str] | None =
                   frames=state["progress"]["frames"],
                   protocol=cfg.env.protocol if with_protocol is not None else None,
                   wall_time_s=time.time() - start)
+    result["torso"] = (probe_torso(cfg, state["learner"]["agent"], indices)
+                       if cfg.learner.monitor.every else None)
+    probed = "" if result["torso"] is None else "\n" + torso_line(result["torso"]) + "\n"
+    if probed and not quiet:
+        print(f"[mira] {probed.strip()}", file=sys.stderr)
     (out_dir / "eval.json").write_text(json.dumps(result, indent=2))
     (out_dir / "eval.md").write_text(
-        markdown(result, f"Evaluation of {ckpt.name} ({result['frames']:,} frames)"))
+        markdown(result, f"Evaluation of {ckpt.name} ({result['frames']:,} frames)") + probed)
     if not quiet:
         print(f"[mira] wrote {out_dir / 'eval.json'} and eval.md", file=sys.stderr)
     if video > 0:

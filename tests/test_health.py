@@ -29,7 +29,7 @@ def test_a_trial_whose_updates_burst_is_counted_and_named(tmp_path):
     assert h == {"updates": n, "grad_norm_median": 1.0, "grad_norm_max": pytest.approx(3e8),
                  "bursts": 2, "first_burst_frames": 11_000, "skipped": 1,
                  "entropy_first": pytest.approx(2.8), "entropy_last": pytest.approx(2.8),
-                 "frozen": None}  # an LSTM logs no competition
+                 "frozen": None, "blind": None}  # an LSTM logs no competition; not blind
     calm = health.summary(_run(tmp_path / "b-seed0", [0.5] * n,
                                [2.0 - i / n for i in range(n)], [0] * n))
     assert calm["bursts"] == 0 and calm["first_burst_frames"] is None and calm["skipped"] == 0

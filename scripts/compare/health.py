@@ -9,7 +9,8 @@ every gradient to ``learner.optimizer.max_grad_norm`` before the optimizer sees 
 burst's size does not reach the weights, but its direction, set by whatever blew up, does.
 Trials with bursts or skipped updates are listed by name; entropy is shown over the first
 and the last 5% of logged updates, so a policy that never left uniform shows the same
-number twice.
+number twice. A trial whose torso went **blind** (its features off on every probe frame,
+``learners/update/monitor.py``; its ``summary.json`` says from which frame) is named too.
 
 For a core with a competition (RIMs log each unit's share of active steps,
 ``activation_frequency/<k>``), the **frozen** share is the share of logged updates at which
@@ -25,6 +26,7 @@ import numpy as np
 
 from scripts.compare import records
 from scripts.compare.curves import family, learning_curve
+from scripts.compare.trials import read_json
 
 BURST = 10.0  # a logged update's pre-clip gradient norm over this many times the median
 EDGE = 0.05  # share of logged updates whose entropy is averaged at the start and the end
@@ -38,10 +40,14 @@ def summary(run_dir: Path) -> dict | None:
     ``first_burst_frames`` (None without bursts), ``skipped`` (non-finite updates skipped in
     all), ``entropy_first`` and ``entropy_last`` (None where no entropy was logged),
     ``frozen`` (share of logged updates with a unit frozen out; None for a core without a
-    competition).
+    competition), ``blind`` (the torso monitor's verdict: ``frames``, ``layer``,
+    ``inactive``, ``probes``; None where the run did not go blind or did not say).
     """
     if (kept := records.record(run_dir)) is not None:  # restored: no event files to read
-        return kept.get("health")
+        h = kept.get("health")
+        if h is not None and "blind" not in h and (said := blind(run_dir)) is not None:
+            h = {**h, "blind": said}  # kept before the monitor: its summary.json says
+        return h
     frames, norms = learning_curve(run_dir, "grad_norm")
     if not norms.size:
         return None
@@ -56,7 +62,13 @@ def summary(run_dir: Path) -> dict | None:
             "skipped": int(skipped.max()) if skipped.size else 0,
             "entropy_first": float(entropy[:edge].mean()) if entropy.size else None,
             "entropy_last": float(entropy[-edge:].mean()) if entropy.size else None,
-            "frozen": frozen_share(run_dir)}
+            "frozen": frozen_share(run_dir), "blind": blind(run_dir)}
+
+
+def blind(run_dir: Path) -> dict | None:
+    """The blind verdict of the run's ``summary.json`` (``Trainer.train``), or None."""
+    summary = read_json(Path(run_dir) / "summary.json") or {}
+    return (summary.get("monitor") or {}).get("blind")
 
 
 def frozen_share(run_dir: Path) -> float | None:
@@ -123,8 +135,13 @@ def markdown(trials: list[dict], labels: dict[str, str]) -> list[str]:
                      f"{_num(max(h['grad_norm_max'] for h in hs))} | "
                      f"{sum(h['bursts'] > 0 for h in hs)} | {sum(h['skipped'] for h in hs)} | "
                      f"{entropy} |" + (f" {_frozen(hs)} |" if comp else ""))
-    flagged = [r for r in rows if r["health"]["bursts"] or r["health"]["skipped"]]
     lines.append("")
+    for r in rows:  # the torso monitor's verdict: the policy stopped reading the screen
+        if b := r["health"].get("blind"):
+            lines.append(f"- {r['trial']}: the torso went blind from {b['frames']:,} frames "
+                         f"({b['inactive']:.0%} of its {b['layer']} units inactive on every "
+                         f"probe frame, {b['probes']} probes in a row).")
+    flagged = [r for r in rows if r["health"]["bursts"] or r["health"]["skipped"]]
     if not flagged:
         return lines + ["No trial had a burst or a skipped update."]
     for r in flagged:

@@ -1,0 +1,190 @@
+"""The torso monitor (learners/update/monitor.py): its measures, the blind rule, a run's use.
+
+The shares against naive loops in Sokar et al.'s (2023) notation; every registered torso
+measured through ``probe_layers`` alone; a run whose features are forced dead is reported
+100% inactive, says the blind line once and carries the verdict to its summary, the compare's
+health section and ``mira evaluate``; a run with the monitor off is the same run; a bad
+setting is a one-line error.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+
+import pytest
+import torch
+
+from agents.torsos import TORSOS
+from learners.config.schema import ConfigError, load_config
+from learners.runtime import fleet
+from learners.runtime.run_dir import RunDir
+from learners.runtime.trainer import Trainer
+from learners.update.learner import Learner
+from learners.update.monitor import (
+    BlindWatch,
+    layer_shares,
+    measure,
+    policy_spread,
+    values,
+)
+from tests.conftest import small_overrides
+
+
+def naive_shares(h: torch.Tensor, channels: int, tau: float) -> tuple[float, float]:
+    """Sokar et al.'s definition 3.1, unit by unit, a conv channel averaged over positions."""
+    N = h.shape[0]
+    positions = h.shape[1] // channels
+    scores, dead = [], 0
+    for i in range(channels):
+        cells = [abs(float(h[n, i * positions + p])) for n in range(N) for p in range(positions)]
+        scores.append(sum(cells) / len(cells))  # E_x |h_i(x)|, positions averaged
+        dead += all(c == 0 for c in cells)
+    layer_mean = sum(scores) / channels
+    dormant = sum((s / layer_mean if layer_mean > 0 else 0.0) <= tau for s in scores)
+    return dead / channels, dormant / channels
+
+
+@pytest.mark.parametrize("channels,positions", [(16, 1), (6, 9)])
+def test_shares_equal_a_naive_loop(channels, positions):
+    g = torch.Generator().manual_seed(0)
+    h = torch.relu(torch.randn(12, channels, positions, generator=g))
+    h[:, 0] = 0  # off on every frame
+    h[:, 1] = 0
+    h[3, 1, 0] = 0.5  # on at one position of one frame: not inactive, but dormant
+    h[:, 2] *= 1e-3  # weak everywhere: dormant, not inactive
+    h = h.flatten(1)
+    for tau in (0.0, 0.025, 0.1, 0.5):
+        inactive, dormant = layer_shares(h, channels, tau)
+        want = naive_shares(h, channels, tau)
+        assert (float(inactive), float(dormant)) == pytest.approx(want, abs=1e-6), tau
+    assert float(layer_shares(h, channels, 0.0)[0]) == pytest.approx(1 / channels)
+    # At tau = 0 the dormant share is the inactive one; an all-zero layer is wholly both.
+    assert torch.equal(*layer_shares(h, channels, 0.0))
+    assert [float(x) for x in layer_shares(torch.zeros(4, channels * positions), channels,
+                                           0.025)] == [1.0, 1.0]
+
+
+def test_policy_spread_is_the_mean_total_variation_to_the_mean_policy():
+    g = torch.Generator().manual_seed(1)
+    logits = torch.randn(7, 5, generator=g)
+    p = torch.softmax(logits, -1).tolist()
+    mean = [sum(row[a] for row in p) / 7 for a in range(5)]
+    want = sum(0.5 * sum(abs(row[a] - mean[a]) for a in range(5)) for row in p) / 7
+    assert float(policy_spread(logits)) == pytest.approx(want, abs=1e-6)
+    assert float(policy_spread(logits[:1].expand(9, 5))) == pytest.approx(0.0, abs=1e-7)
+
+
+@pytest.mark.parametrize("as_set", [False, True])
+@pytest.mark.parametrize("name", TORSOS.names())
+def test_every_torso_is_measured_by_its_declared_layers(name, as_set):
+    torch.manual_seed(0)
+    torso = TORSOS[name]({"pixels": (4, 84, 84)}, 6, as_set=as_set)
+    pixels = torch.randint(0, 256, (6, 4, 84, 84), dtype=torch.uint8)
+    logits = torch.randn(6, 6)
+    rng = torch.get_rng_state()
+    got = values(measure(torso, pixels, logits, 0.025))
+    assert torch.equal(rng, torch.get_rng_state()), "the monitor drew random numbers"
+    layers = [f"torso/{layer}/{kind}" for layer in torso.probe_layers
+              for kind in ("inactive", "dormant")]
+    assert list(got) == [*layers, "policy/spread"]
+    assert all(0.0 <= v <= 1.0 for v in got.values())
+
+
+def test_blind_watch_says_once_from_the_first_probe_of_the_span():
+    watch = BlindWatch(share=0.99, probes=3)
+    seen = lambda fc: {"torso/conv1/inactive": 0.0, "torso/fc/inactive": fc}  # noqa: E731
+    said = [watch.add(f, seen(x)) for f, x in
+            [(10, 1.0), (20, 1.0), (30, 0.5), (40, 0.995), (50, 1.0), (60, 1.0), (70, 1.0)]]
+    assert [s is not None for s in said] == [False] * 5 + [True, False]
+    assert "gone blind from 40 frames" in said[5] and "\n" not in said[5]
+    assert watch.blind == {"frames": 40, "layer": "fc", "inactive": 1.0, "probes": 3}
+    again = BlindWatch(0.99, 3)
+    again.load_state_dict(watch.state_dict())  # a resumed run does not say it again
+    assert again.add(80, seen(1.0)) is None and again.blind["frames"] == 40
+
+
+def _cfg(tmp_path, name: str, **extra):
+    # MiniGrid, in-process, replayable: 20 updates of 5 x 4 steps
+    return load_config(None, small_overrides(tmp_path, **{
+        "run.dir": str(tmp_path / name), "run.deterministic": "true", **extra}))
+
+
+def test_a_dead_torso_is_reported_blind_once(tmp_path, monkeypatch, caplog):
+    class DeadFeatures(Learner):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            with torch.no_grad():  # every fc unit off on every frame, for good (no gradient)
+                self.agent.torso.fc.bias.fill_(-1e4)
+
+    monkeypatch.setattr(fleet, "Learner", DeadFeatures)
+    cfg = _cfg(tmp_path, "dead", **{"learner.monitor.every": 2, "learner.monitor.frames": 12})
+    try:
+        with caplog.at_level(logging.WARNING, logger="mira"):
+            summary = Trainer(cfg, RunDir.create(cfg, None), quiet=True).train()
+    finally:
+        torch.use_deterministic_algorithms(False)
+    lines = [r.getMessage() for r in caplog.records if "gone blind" in r.getMessage()]
+    frames_per_update = 5 * 4  # T x B x frame skip 1
+    assert len(lines) == 1, lines
+    assert lines[0].startswith(f"the torso has gone blind from {frames_per_update:,} frames")
+    blind = summary["monitor"]["blind"]
+    assert blind == {"frames": frames_per_update, "layer": "fc", "inactive": 1.0, "probes": 3}
+    last = summary["monitor"]["last"]
+    assert last["torso/fc/inactive"] == 1.0 and last["torso/fc/dormant"] == 1.0
+    assert last["frames"] == 19 * frames_per_update  # 20 updates; probes at 0, 2, ..., 18
+    from scripts.compare.curves import learning_curve
+
+    frames, inactive = learning_curve(tmp_path / "dead", "torso/fc/inactive")  # TensorBoard
+    assert frames.tolist() == [f * frames_per_update for f in range(1, 20, 2)]
+    assert inactive.tolist() == [1.0] * 10
+
+    # The compare's training health names the trial; mira evaluate reports the shares.
+    from scripts.compare import health
+    from scripts.evaluate import evaluate_checkpoint
+
+    kept = health.summary(tmp_path / "dead")
+    assert kept["blind"]["frames"] == frames_per_update
+    text = "\n".join(health.markdown([{"trial": "dead-seed0", "variant": "v",
+                                       "health": kept}], {}))
+    assert f"- dead-seed0: the torso went blind from {frames_per_update:,} frames" in text
+    result = evaluate_checkpoint(str(tmp_path / "dead"), episodes=1, num_runners=0, quiet=True)
+    assert result["torso"]["torso/fc/inactive"] == 1.0
+    assert json.loads((tmp_path / "dead" / "eval.json").read_text())["torso"] == result["torso"]
+
+
+def test_the_monitor_off_or_on_is_the_same_run(tmp_path):
+    runs = {}
+    for name, every in (("off", 0), ("on", 1)):
+        cfg = _cfg(tmp_path, name, **{"learner.monitor.every": every})
+        run = RunDir.create(cfg, None)
+        try:
+            summary = Trainer(cfg, run, quiet=True).train()
+        finally:
+            torch.use_deterministic_algorithms(False)
+        weights = RunDir.load_checkpoint(run.latest_checkpoint())["learner"]["agent"]
+        runs[name] = summary, weights
+    (off, w_off), (on, w_on) = runs["off"], runs["on"]
+    assert all(torch.equal(w_off[k], w_on[k]) for k in w_off)
+    same = ("frames", "updates", "episodes", "episode_return_mean")
+    assert {k: off[k] for k in same} == {k: on[k] for k in same}
+    assert off["monitor"] == {"last": None, "blind": None}
+    assert not any(k.startswith(("torso/", "policy/")) for k in off["final_metrics"])
+    assert 0.0 <= on["monitor"]["last"]["policy/spread"] < 1.0
+
+
+@pytest.mark.parametrize("override,says", [
+    ("learner.monitor.frames=21", "learner.monitor.frames=21 is more than one update holds"),
+    ("learner.monitor.tau=1.5", "learner.monitor.tau must be in [0, 1)"),
+    ("learner.monitor.blind_share=0", "learner.monitor.blind_share must be in (0, 1]"),
+    ("learner.monitor.every=-1", "learner.monitor.every must be >= 0"),
+    ("learner.monitor.blind_probes=0", "learner.monitor.blind_probes must be >= 1"),
+])
+def test_bad_monitor_settings_are_one_line_errors(tmp_path, override, says):
+    with pytest.raises(ConfigError) as err:
+        load_config(None, small_overrides(tmp_path) + [override])
+    assert says in str(err.value) and "\n" not in str(err.value)
+    # 20 observations per update (T 5 x 4 envs): all of them is fine; off, any size is
+    load_config(None, small_overrides(tmp_path) + ["learner.monitor.frames=20"])
+    load_config(None, small_overrides(tmp_path) + ["learner.monitor.every=0",
+                                                   "learner.monitor.frames=400"])
