@@ -9,17 +9,19 @@
     batches every 100 updates: if it rises, frames reach the agent intact and the agent can
     learn to read them; the RL signal is then what decides whether a run learns.
 ``python -m scripts.papers.atari_probe checkpoint RUN_DIR [RUN_DIR ...]``
-    Any suite with pixel observations and the flat shallow torso (Atari, MiniGrid, the lab
-    suite, whose observations may also carry an instruction and a task ID). Plays 4 unrolls
-    of 8 envs (2 per task in a multitask suite, so every task is seen equally) with the
-    run's last checkpoint and prints the policy's mean action probabilities, their spread
-    across frames (a policy that ignores the screen has a spread near 0), the value's spread
-    across frames, the share of conv channels and fc units inactive on every one of those
-    frames (dead ReLU units), the fc features' rms and spread across frames, and the core
-    output's spread across frames. In a multitask suite it also prints the policy's spread
-    across the frames of each task: the spread over all frames also moves with the task ID
-    alone (a task-ID head changes its policy per task whatever it sees), the spread within a
-    task does not.
+    Any suite with pixel observations and any torso that does not present a set to its core
+    (Atari, MiniGrid, the lab suite, whose observations may also carry an instruction and a
+    task ID). Plays 4 unrolls of 8 envs (2 per task in a multitask suite, so every task is
+    seen equally) with the run's last checkpoint and prints the policy's mean action
+    probabilities, their spread across frames (a policy that ignores the screen has a spread
+    near 0), the value's spread across frames, for each layer the torso declares
+    (``probe_layers``) the share of its units (a conv layer's channels) inactive on every one
+    of those frames (dead ReLU units) and tau-dormant (the run's ``learner.monitor``: the
+    training monitor's own measure, ``learners/update/monitor.py``), the features' rms and
+    spread across frames, and the core output's spread across frames. In a multitask suite
+    it also prints the policy's spread across the frames of each task: the spread over all
+    frames also moves with the task ID alone (a task-ID head changes its policy per task
+    whatever it sees), the spread within a task does not.
 ``python -m scripts.papers.atari_probe initial CONFIG [key=value ...] [--seeds 0 1 2]``
     The same probe on the weights a run of the config starts from, for each seed: what a
     run's first updates start from (on Pong, about half the fc units are off on every frame
@@ -132,7 +134,7 @@ def checkpoint(run_dir: str, envs: int | None = None, path=None) -> dict:
     state = RunDir.load_checkpoint(path)
     cfg = run.load_config()
     return _probe(_runner(cfg, envs), state["learner"]["agent"], path.name,
-                  RunDir.frames_of(path))
+                  RunDir.frames_of(path), cfg.learner.monitor)
 
 
 def initial(config: str, overrides: list[str], seeds: list[int],
@@ -151,7 +153,8 @@ def initial(config: str, overrides: list[str], seeds: list[int],
         runner = _runner(cfg, envs)
         learner = Learner(cfg, runner.spec(), threads=1)
         weights = {k: v.cpu() for k, v in learner.agent.state_dict().items()}
-        results.append(_probe(runner, weights, f"seed {seed}, initial weights", 0))
+        results.append(_probe(runner, weights, f"seed {seed}, initial weights", 0,
+                              cfg.learner.monitor))
     return results
 
 
@@ -169,8 +172,16 @@ def _runner(cfg, envs: int | None):
                      runners_per_task=0, popart=cfg.learner.popart)
 
 
-def _probe(runner, weights: dict, name: str, frames: int) -> dict:
-    """Play 4 unrolls of ``runner``'s envs with ``weights``; the statistics ``checkpoint`` lists."""
+def _probe(runner, weights: dict, name: str, frames: int, monitor) -> dict:
+    """Play 4 unrolls of ``runner``'s envs with ``weights``; the statistics ``checkpoint`` lists.
+
+    ``monitor``: the run's ``learner.monitor`` section (its ``tau``). The shares are the
+    training monitor's (``learners.update.monitor.measure``), per layer of ``probe_layers``:
+    ``inactive_<layer>`` and ``dormant_<layer>``, and under ``monitor`` by tag; ``features``
+    names the last layer, whose rms and spread are ``fc_rms`` and ``fc_spread``.
+    """
+    from learners.update import monitor as torso_monitor
+
     trajs = [runner.rollout(weights, 0) for _ in range(4)]
     logits = np.concatenate([t.behaviour_logits[:-1] for t in trajs]).reshape(
         -1, trajs[0].behaviour_logits.shape[-1])
@@ -187,13 +198,14 @@ def _probe(runner, weights: dict, name: str, frames: int) -> dict:
             for k in trajs[0].obs}
     for key in ("last_action", "last_reward", "reset", "task_id"):
         rows[key] = torch.from_numpy(np.concatenate([getattr(t, key)[:-1] for t in trajs]))
-    pixels = rows["pixels"].flatten(0, 1).float() / 255
+    pixels = rows["pixels"].flatten(0, 1)
+    measured = torso_monitor.values(torso_monitor.measure(torso, pixels,
+                                                          torch.from_numpy(logits), monitor.tau))
+    layers = list(torso.probe_layers)
     with torch.no_grad():
-        conv1 = torso.conv[1](torso.conv[0](pixels))
-        conv2 = torso.conv[3](torso.conv[2](conv1))
+        fc = torso.probe({"pixels": pixels})[layers[-1]]  # the features, before the extras
         features = torso({k: rows[k] for k in agent.obs_keys}, rows["last_action"],
                          rows["last_reward"])
-        fc = features[..., : torso.fc.out_features].flatten(0, 1)
         core_out, _ = agent.core(features,
                                  tuple(torch.from_numpy(s) for s in trajs[0].initial_state),
                                  rows["reset"])
@@ -204,14 +216,14 @@ def _probe(runner, weights: dict, name: str, frames: int) -> dict:
     names = runner.suite.tasks
     per_task = {str(names[k]): float(probs[torch.from_numpy(task_of == k)].std(0).mean())
                 for k in sorted(set(task_of.tolist()))}
-    inactive = lambda x, dims: float(((x > 0).float().amax(dims) == 0).float().mean())  # noqa: E731
     result = {
         "checkpoint": name, "frames": frames,
         "policy_mean": probs.mean(0).tolist(), "policy_spread": probs.std(0).tolist(),
         "policy_spread_per_task": per_task,
         "value_mean": float(values.mean()), "value_spread": float(values.std()),
-        "inactive_conv1": inactive(conv1, (0, 2, 3)), "inactive_conv2": inactive(conv2, (0, 2, 3)),
-        "inactive_fc": inactive(fc, 0),
+        "features": layers[-1], "monitor": measured,
+        **{f"{kind}_{layer}": measured[f"torso/{layer}/{kind}"] for layer in layers
+           for kind in ("inactive", "dormant")},
         "fc_rms": float(fc.pow(2).mean().sqrt()), "fc_spread": float(fc.std(0).mean()),
         "core_spread": float(core_out.flatten(0, 1).std(0).mean()),
         # The probe's own pass over the stream must give the runner's logits: a check of its path.
@@ -220,9 +232,11 @@ def _probe(runner, weights: dict, name: str, frames: int) -> dict:
     }
     print(f"[probe] {name}: policy {np.round(result['policy_mean'], 3)} spread across frames "
           f"{np.round(result['policy_spread'], 3)}; value {result['value_mean']:.3f} "
-          f"spread {result['value_spread']:.3f}; inactive on all {len(pixels)} frames: "
-          f"conv1 {result['inactive_conv1']:.0%}, conv2 {result['inactive_conv2']:.0%}, "
-          f"fc {result['inactive_fc']:.0%}; fc rms {result['fc_rms']:.3f} "
+          f"spread {result['value_spread']:.3f}; inactive on all {len(pixels)} frames "
+          f"(tau-dormant, tau {monitor.tau:g}): "
+          + ", ".join(f"{layer} {result[f'inactive_{layer}']:.0%} "
+                      f"({result[f'dormant_{layer}']:.0%})" for layer in layers)
+          + f"; {layers[-1]} rms {result['fc_rms']:.3f} "
           f"spread {result['fc_spread']:.4f}; core output spread {result['core_spread']:.4f}; "
           f"replay error {result['replay_error']:.1e}", flush=True)
     if len(per_task) > 1:
@@ -280,10 +294,12 @@ def main(argv: list[str] | None = None) -> int:
 
 def timeline(results: list[dict]) -> str:
     """A markdown table of ``checkpoint`` results, one row per checkpoint in the given order."""
-    lines = ["| frames | fc inactive on every frame | fc rms | fc spread | value spread "
-             "| policy spread (mean over actions) |", "| ---: | ---: | ---: | ---: | ---: | ---: |"]
+    layer = results[0]["features"] if results else "fc"
+    lines = [f"| frames | {layer} inactive on every frame | {layer} rms | {layer} spread "
+             "| value spread | policy spread (mean over actions) |",
+             "| ---: | ---: | ---: | ---: | ---: | ---: |"]
     for r in results:
-        lines.append(f"| {r['frames']:,} | {r['inactive_fc']:.0%} | {r['fc_rms']:.3g} "
+        lines.append(f"| {r['frames']:,} | {r[f'inactive_{layer}']:.0%} | {r['fc_rms']:.3g} "
                      f"| {r['fc_spread']:.3g} | {r['value_spread']:.3g} "
                      f"| {float(np.mean(r['policy_spread'])):.3g} |")
     return "\n".join(lines)
