@@ -139,6 +139,21 @@ def repeat_update(learner, trajectories: list, on_policy: bool) -> dict:
     return learner.update(*trajectories)
 
 
+def update_ops(cfg, runner) -> dict:
+    """The operators one learner update of ``cfg`` dispatches (``scripts/bench/dispatch.py``).
+
+    On one update's unrolls of ``runner``, stamped as (c)'s; on the config's learner device,
+    where the count is the same on CPU and CUDA but for the batch's copies to the device.
+    """
+    from learners.update.learner import Learner
+    from scripts.bench.dispatch import count_update_ops
+
+    learner = Learner(cfg, runner.spec())
+    trajectories, steps = update_batch(cfg, runner)
+    return count_update_ops(
+        lambda: repeat_update(learner, trajectories, cfg.learner.lock_step), steps)
+
+
 def learner_rate(cfg, runner, seconds: float) -> float:
     """(c) Steps/s of learner updates alone, repeated on one fixed batch of runner rollouts.
 
@@ -299,7 +314,7 @@ def _bench_round(cfg, config_path: str, seconds: float, gpu_learner_rate: float,
     rollout = rollout_time(runner)
     c = learner_rate(cfg, runner, seconds)
     print(f"[bench] (c) learner update  {c:9.0f} steps/s  ({1e3 / c:.3f} core-ms/step)", flush=True)
-    from scripts.bench.dispatch import describe, update_ops
+    from scripts.bench.dispatch import describe
 
     ops = update_ops(cfg, runner)  # how launch-bound (c) would be on a GPU
     print(f"[bench]     {describe(ops)}", flush=True)

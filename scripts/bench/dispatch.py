@@ -19,6 +19,7 @@ as in a run.
 from __future__ import annotations
 
 import collections
+from collections.abc import Callable
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
@@ -44,36 +45,20 @@ class OpCounter(TorchDispatchMode):
         return sum(self.counts.values())
 
 
-def count_update_ops(learner, trajectories: list, steps: int, on_policy: bool) -> dict:
-    """Operators one ``learner`` update on ``trajectories`` (``steps`` agent steps) dispatches.
+def count_update_ops(update: Callable[[], object], steps: int) -> dict:
+    """Operators one call of ``update``, a whole learner update of ``steps`` steps, dispatches.
 
-    Returns ``ops`` (all), ``kernels`` (all but views), both ``per_step`` as ``ops_per_step``
-    and ``kernels_per_step``, and ``top``: the ten most dispatched operators with their
-    counts. ``on_policy`` as ``scripts.bench.command.repeat_update``'s.
+    ``update`` runs twice, counted the second time, so the optimizer's state exists as in a
+    run. Returns ``ops`` (all), ``kernels`` (all but views), both per step as
+    ``ops_per_step`` and ``kernels_per_step``, and ``top``: the ten most dispatched operators
+    with their counts.
     """
-    from scripts.bench.command import repeat_update
-
-    repeat_update(learner, trajectories, on_policy)  # the optimizer's state, as in a run
+    update()
     with OpCounter() as counter:
-        repeat_update(learner, trajectories, on_policy)
+        update()
     ops, kernels = counter.total, counter.total - counter.views
     return {"ops": ops, "kernels": kernels, "steps": steps, "ops_per_step": ops / steps,
             "kernels_per_step": kernels / steps, "top": counter.counts.most_common(10)}
-
-
-def update_ops(cfg, runner) -> dict:
-    """``count_update_ops`` for a learner of ``cfg`` on one update's unrolls of ``runner``.
-
-    On the config's learner device: the count is the same on CPU and CUDA but for the
-    batch's copies to the device (a few per update). The batch is stamped on-policy for a
-    lock-step config, as ``mira bench``'s (c).
-    """
-    from learners.update.learner import Learner
-    from scripts.bench.command import update_batch
-
-    trajectories, steps = update_batch(cfg, runner)
-    learner = Learner(cfg, runner.spec())
-    return count_update_ops(learner, trajectories, steps, cfg.learner.lock_step)
 
 
 def describe(counts: dict) -> str:

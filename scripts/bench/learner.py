@@ -76,7 +76,8 @@ def main(argv: list[str] | None = None) -> int:
     torch.set_num_threads(1)
     runner = bench_runner(cfg)
     if args.count_ops:
-        from scripts.bench.dispatch import describe, update_ops
+        from scripts.bench.command import update_ops
+        from scripts.bench.dispatch import describe
 
         counts = update_ops(cfg, runner)
         runner.close()
