@@ -284,6 +284,9 @@ def test_bench_measures_every_stage(tmp_path, capsys, learner):
     out = capsys.readouterr().out
     assert ("on the run's 2 learner threads" in out) == (threads == 2)
     assert "(d) end to end" in out and "compute-bound limit" in out
+    # the operators one update dispatches per collected step (scripts/bench/dispatch.py)
+    assert re.search(r"[\d.]+ operators dispatched per collected step", out)
+    assert figures["ops_per_step"] > 0
     cycle = figures["update_cycle"]
     assert cycle["updates"] >= 1 and cycle["update_s"] > 0 and cycle["wait_s"] >= 0
     # the parts of the cycle: making the batch within the update, the rollout within the wait
