@@ -188,3 +188,27 @@ def test_bad_monitor_settings_are_one_line_errors(tmp_path, override, says):
     load_config(None, small_overrides(tmp_path) + ["learner.monitor.frames=20"])
     load_config(None, small_overrides(tmp_path) + ["learner.monitor.every=0",
                                                    "learner.monitor.frames=400"])
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
+def test_a_cuda_probe_waits_for_nothing_and_agrees_with_the_cpu_one(small_cfg):
+    from dataclasses import replace
+
+    from envs.runner import EnvRunner
+
+    cfg = small_cfg(**{"learner.device": "cuda", "learner.monitor.every": 1})
+    runner = EnvRunner(cfg.env, cfg.agent, envs_per_runner=4, unroll_length=5)
+    traj = runner.rollout()
+    learner = Learner(cfg, runner.spec())
+    batch, _ = learner.to_batch([traj])
+    torch.cuda.synchronize()
+    torch.cuda.set_sync_debug_mode("error")  # any synchronising call raises
+    try:
+        pending = learner.monitor.start(batch)
+    finally:
+        torch.cuda.set_sync_debug_mode(0)
+    got = pending.values()
+    on_cpu = Learner(replace(cfg, learner=replace(cfg.learner, device="cpu")), runner.spec())
+    want = on_cpu.monitor.start(on_cpu.to_batch([traj])[0]).values()
+    assert list(got) == list(want)
+    assert got == pytest.approx(want, abs=0.05)  # a unit at the edge of 0 may flip
