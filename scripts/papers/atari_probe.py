@@ -232,8 +232,8 @@ def _probe(runner, weights: dict, name: str, frames: int, monitor) -> dict:
     }
     print(f"[probe] {name}: policy {np.round(result['policy_mean'], 3)} spread across frames "
           f"{np.round(result['policy_spread'], 3)}; value {result['value_mean']:.3f} "
-          f"spread {result['value_spread']:.3f}; inactive on all {len(pixels)} frames "
-          f"(tau-dormant, tau {monitor.tau:g}): "
+          f"spread {result['value_spread']:.3f}; units inactive on all {len(pixels)} frames "
+          f"(tau-dormant at tau {monitor.tau:g}): "
           + ", ".join(f"{layer} {result[f'inactive_{layer}']:.0%} "
                       f"({result[f'dormant_{layer}']:.0%})" for layer in layers)
           + f"; {layers[-1]} rms {result['fc_rms']:.3f} "
