@@ -126,7 +126,7 @@ class MonitorConfig:
     """The ``learner.monitor:`` section: inactive and dormant torso units, the blind warning."""
 
     # probe the torso every this many updates (0: never), on the first frames of the update's
-    # batch with the weights it starts from (docs/reliability.md); a probe costs 2-16% of an
+    # batch with the weights it starts from (docs/reliability.md); a probe costs 2-17% of an
     # Atari update, so 50 costs under 0.5%
     every: int = ranged(50, 0)
     # observations in the probe batch (at most unroll_length x the batch's envs); unset: 256
