@@ -3,10 +3,10 @@
 Every container of experience is built from ``STEP_FIELDS`` and ``STATE_FIELDS``: the
 runner's buffers (``envs/runner.py``), the ``Trajectory`` it returns (``envs/trajectory.py``)
 and the learner's ``Batch`` (``learners/algorithms/batch.py``); the fields marked
-``agent_input`` are what ``Agent.forward`` reads besides the observation keys. The observation keys themselves
-come from the environment's observation space (``observation_fields``). The declaration sits
-in ``agents/`` because agents, runners and learners all import it while it imports none of
-them.
+``agent_input`` are what ``Agent.forward`` reads besides the observation keys. The observation
+keys themselves come from the environment's observation space (``observation_fields``). The
+declaration sits in ``agents/`` because agents, runners and learners all import it while it
+imports none of them.
 
 Shapes are written with symbols: ``T+1`` rows (row ``T`` is also row 0 of the next unroll),
 ``B`` envs, ``A`` actions, ``T/k`` chunks of ``k`` rows, ``S...`` a core state tensor's own

@@ -184,13 +184,13 @@ def test_training_loop_stamps_every_runner_load_with_its_weights(small_cfg, monk
 
     by_version, loads = {}, []
     learners = []
-    update, set_weights = Learner.update, EnvRunner.set_weights
+    learn, set_weights = Learner.learn, EnvRunner.set_weights
 
-    def spy_update(self, *trajectories):
+    def spy_learn(self, *trajectories):  # the method the loop calls (LearnerHandle.learn)
         if not by_version:
             by_version[self.version] = to_cpu(self.agent.state_dict())
         learners.append(self)
-        out = update(self, *trajectories)
+        out = learn(self, *trajectories)
         by_version[self.version] = to_cpu(self.agent.state_dict())
         return out
 
@@ -199,7 +199,7 @@ def test_training_loop_stamps_every_runner_load_with_its_weights(small_cfg, monk
                       {v.untyped_storage().data_ptr() for v in weights.values()}))
         set_weights(self, weights, version)
 
-    monkeypatch.setattr(Learner, "update", spy_update)
+    monkeypatch.setattr(Learner, "learn", spy_learn)
     monkeypatch.setattr(EnvRunner, "set_weights", spy_set_weights)
     cfg = small_cfg(**{"run.total_frames": 600})
     Trainer(cfg, RunDir.create(cfg, None), quiet=True).train()
