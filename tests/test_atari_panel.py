@@ -106,3 +106,117 @@ def test_report_shows_unfinished_and_finished_trials(tmp_path, capsys):
          "interrupted": False}))
     assert atari_panel.main(["--report", *args]) == 0
     assert "| 2,000,000 | 1 | 15 min | -14.0 |" in (tmp_path / "panel.md").read_text()
+
+
+# ---- scripts/papers/atari5.py: the Atari-5 panel's tables, curves and csv ----
+
+STUDY = "configs/studies/study_atari5_panel.yaml"
+A5_GAMES = ["BattleZone", "DoubleDunk", "NameThisGame", "Phoenix", "Qbert"]
+
+
+def _keep(records, game, seed, train, evaluation, frames=10_000_000):
+    """A kept record of one trial, as a compare's keep: writes it (summary, eval, curves)."""
+    import json
+
+    d = records / f"game-{game}-seed{seed}"
+    d.mkdir(parents=True)
+    (d / "summary.json").write_text(json.dumps(
+        {"frames": frames, "episode_return_mean": train, "interrupted": False,
+         "wall_time_s": 2000.0}))
+    (d / "eval.json").write_text(json.dumps({"tasks": {game: {
+        "return_mean": evaluation, "return_std": 1.5, "episodes": 30,
+        "normalized_score": None}}}))
+    (d / "record.json").write_text(json.dumps({"curves": {"episode_return_mean100": {
+        "frames": [frames // 2, frames], "values": [train / 2, train]}}}))
+
+
+def test_atari5_study_declares_the_panel():
+    """15 trials: impala_atari.yaml as shipped on the five games x seeds 0-2, 1e7 frames."""
+    from scripts.compare.spec import load_spec
+
+    spec, trials, _ = load_spec(STUDY)
+    assert len(trials) == 15 and spec.seeds == [0, 1, 2] and spec.evaluate.episodes == 30
+    assert sorted({t.cfg.env.game for t in trials}) == sorted(A5_GAMES)
+    from learners.config.schema import load_config
+
+    shipped = load_config("configs/impala_atari.yaml")  # the preset as shipped, its schedule too
+    assert all(t.cfg.run.total_frames == shipped.run.total_frames == 10_000_000
+               and t.cfg.learner == shipped.learner and t.cfg.agent == shipped.agent
+               and t.cfg.runtime == shipped.runtime and t.cfg.env.protocol == "dqn"
+               for t in trials)
+    assert {"game", "seed", "frames", "score"} <= set(spec.csv.columns)
+
+
+def test_atari5_report_names_a_missing_seed_and_writes_the_csv(tmp_path):
+    from envs.scores import human_normalized
+    from scripts.papers import atari5
+
+    records = tmp_path / "keep"
+    train = {g: [100.0 * (i + 1) + s for s in range(3)] for i, g in enumerate(A5_GAMES)}
+    evaluation = {g: [x + 10 for x in v] for g, v in train.items()}
+    for g in A5_GAMES:
+        for s in range(3):
+            if (g, s) != ("Phoenix", 2):  # a trial that left no record
+                _keep(records, g, s, train[g][s], evaluation[g][s])
+    games, seeds, found = atari5.collect(STUDY, records, out=str(tmp_path / "out"))
+    assert games == A5_GAMES and seeds == [0, 1, 2] and len(found) == 14
+    text = atari5.markdown(games, seeds, found, reps=200)
+    phoenix = next(line for line in text.splitlines() if line.startswith("| Phoenix | 2 of 3"))
+    assert "(missing: 2)" in phoenix and "not in the table | not in the table |" in phoenix
+    assert "| Phoenix | 2 | missing | | | |" in text and "Phoenix seed 2" in text
+    assert text.count("| 14 of 15 |") == 2  # training and evaluation, over games
+    assert "17,366.7" in text and "21,000 ± 232" in text  # BattleZone's references
+    assert "| BattleZone | 0 | finished | 10,000,000 | 100.0 | 110.0 ± 1.5 (30) |" in text
+    # the aggregates' point estimates against a naive computation over the 14 scores
+    hns = {g: [human_normalized(g, x) for s, x in enumerate(train[g]) if (g, s) != ("Phoenix", 2)]
+           for g in A5_GAMES}
+    pooled = np.sort(np.concatenate([hns[g] for g in A5_GAMES]))
+    naive_iqm = pooled[3:-3].mean()  # 14 scores: drop floor(14 / 4) = 3 from each end
+    naive_mean = np.mean([np.mean(hns[g]) for g in A5_GAMES])
+    agg = atari5.aggregates(hns, reps=200)
+    assert agg["iqm"].estimate == pytest.approx(naive_iqm)
+    assert agg["mean"].estimate == pytest.approx(naive_mean)
+    assert agg["iqm"].low <= naive_iqm <= agg["iqm"].high
+    # the csv: every curve point, and the missing trial as a row of its own
+    atari5.write_csv(games, seeds, found, tmp_path / "panel.csv")
+    rows = (tmp_path / "panel.csv").read_text().splitlines()
+    assert rows[0] == "game,seed,status,frames,score,hns"
+    assert "Phoenix,2,missing,,," in rows and len(rows) == 1 + 14 * 2 + 1
+    first = human_normalized("BattleZone", 50.0)
+    assert rows[1] == f"BattleZone,0,finished,5000000,50.000,{first:.2f}"
+    atari5.plot(games, seeds, found, tmp_path / "panel.png")
+    assert (tmp_path / "panel.png").stat().st_size > 10_000
+    assert atari5.main([STUDY, "--records", str(records), "--out", str(tmp_path / "o")]) == 0
+    assert {p.name for p in (tmp_path / "o").iterdir()} == {
+        "atari5_panel.md", "atari5_panel.csv", "atari5_panel.png"}
+
+
+def test_atari5_stratified_bootstrap_against_a_naive_loop():
+    """Per game its own seeds, resampled with replacement; equal counts: envs.statistics'."""
+    from envs import statistics as st
+    from scripts.papers import atari5
+
+    rng = np.random.default_rng(3)
+    groups = [rng.normal(size=n) for n in (3, 3, 2, 3)]
+    got = atari5.stratified_bootstrap(groups, atari5.mean_of_means, reps=500, seed=7)
+    naive, draw = [], np.random.default_rng(7)
+    for _ in range(500):
+        resampled = []
+        for g in groups:
+            resampled.append(np.array([g[draw.integers(0, len(g))] for _ in range(len(g))]))
+        naive.append(np.mean([r.mean() for r in resampled]))
+    low, high = np.percentile(naive, [2.5, 97.5])
+    assert got.estimate == pytest.approx(np.mean([g.mean() for g in groups]))
+    assert (got.low, got.high) == pytest.approx((low, high))
+    # equal seed counts: the aggregates are envs.statistics' on the [seeds, games] matrix
+    scores = {f"g{i}": list(rng.normal(size=3)) for i in range(5)}
+    matrix = np.array(list(scores.values())).T
+    agg = atari5.aggregates(scores, reps=300)
+    assert agg["iqm"] == st.stratified_bootstrap_ci(matrix, st.iqm, reps=300)
+    assert agg["mean"] == st.stratified_bootstrap_ci(matrix, st.mean, reps=300)
+    # and the ragged resampling agrees with it in distribution (different random streams)
+    ragged = atari5.stratified_bootstrap([matrix[:, j] for j in range(5)], atari5.mean_of_means,
+                                         reps=4000)
+    full = st.stratified_bootstrap_ci(matrix, st.mean, reps=4000)
+    assert ragged.low == pytest.approx(full.low, abs=0.05)
+    assert ragged.high == pytest.approx(full.high, abs=0.05)

@@ -1,0 +1,340 @@
+r"""``python -m scripts.papers.atari5``: the tables, curves and csv of the Atari-5 panel.
+
+Reads the trials of ``configs/studies/study_atari5_panel.yaml`` (``configs/impala_atari.yaml``
+on Atari-5, Aitchison, Sweetser & Hutter, ICML 2023: BattleZone, DoubleDunk, NameThisGame,
+Phoenix, Qbert; seeds 0-2, 1e7 frames each) and runs nothing. Each trial is read from its run
+directory under the compare's output where that holds a ``summary.json``, else from its kept
+record (the compare file's ``keep:``, or ``--records DIR``): ``summary.json`` (frames, the
+last-100 training return), ``eval.json`` (the final evaluation) and the learning curve
+(TensorBoard events, or the record's ``record.json``). It writes into ``--out``:
+
+- ``atari5_panel.md``: per game, the last-100 training return and the final evaluation's
+  mean return, each the mean over seeds with a 95% percentile bootstrap interval over seeds,
+  and human-normalised (``envs/data/atari57_random_human.csv``), beside the PPO paper's Table
+  6 (PPO, 40M frames; ``envs/data/ppo_paper_table6_atari.csv``) and the RIMs paper's Table 7
+  (LSTM-PPO; ``envs/data/rims_paper_table7_lstm_vs_rims_ppo.csv``); over games, the IQM and
+  the mean of the human-normalised scores with 95% stratified-bootstrap intervals (Agarwal et
+  al. 2021: seeds resampled with replacement within each game, ``envs/statistics.py``); and
+  one row per trial. A trial with no record is listed as missing, never left out silently.
+- ``atari5_panel.png``: last-100 training return against frames, one panel per game, one line
+  per seed, the references and the human score as horizontal lines.
+- ``atari5_panel.csv``: every trial's curve, one row per logged point (``game, seed, status,
+  frames, score, hns``: score is the last-100 training return), and a row with empty frames
+  and score for each missing trial.
+
+Where a game has fewer seeds than the others, the aggregates resample each game's own seeds
+(``stratified_bootstrap``), which with equal counts is ``envs.statistics``' stratified
+bootstrap; the IQM pools every game x seed score, so a game with fewer seeds weighs less, and
+the report says which trials are missing. No estimate of the 57-game median is made: the
+Atari-5 paper's printed regression coefficients were not verified, and its regression was
+fitted on agents trained far longer than this panel's 1e7 frames.
+
+    python -m scripts.papers.atari5          # the declared study, into runs/atari5_panel
+    python -m scripts.papers.atari5 configs/studies/study_atari5_panel.yaml --out docs/results/data
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from envs import statistics as st
+
+ROOT = Path(__file__).resolve().parents[2]
+STUDY = "configs/studies/study_atari5_panel.yaml"
+PPO_TABLE = ROOT / "envs" / "data" / "ppo_paper_table6_atari.csv"
+NAME = "atari5_panel"  # the stem of the files written
+REPS = 2000
+
+
+@dataclass
+class TrialRecord:
+    """What one trial left: its frames, final scores and learning curve."""
+
+    game: str
+    seed: int
+    frames: int  # frames reached
+    target: int  # run.total_frames
+    train_return: float | None  # last-100 training return of whole games at the end
+    eval_return: float | None = None  # mean return of the final evaluation's episodes
+    eval_std: float | None = None
+    eval_episodes: int = 0
+    curve: tuple = field(default_factory=lambda: (np.zeros(0), np.zeros(0)))  # (frames, return)
+    interrupted: bool = False
+
+    @property
+    def status(self) -> str:
+        """``finished`` at its full frames, else ``unfinished``."""
+        return ("finished" if self.frames >= self.target and not self.interrupted
+                else "unfinished")
+
+
+def read_trial(directory: Path, game: str, seed: int, target: int) -> TrialRecord | None:
+    """The record of the trial whose run directory or kept record is ``directory`` (None: none)."""
+    from scripts.compare.curves import learning_curve
+    from scripts.compare.trials import read_json
+
+    summary = read_json(directory / "summary.json")
+    if summary is None:
+        return None
+    task = ((read_json(directory / "eval.json") or {}).get("tasks") or {}).get(game) or {}
+    return TrialRecord(game, seed, int(summary.get("frames", 0)), int(target),
+                       summary.get("episode_return_mean"), task.get("return_mean"),
+                       task.get("return_std"), int(task.get("episodes", 0)),
+                       learning_curve(directory), bool(summary.get("interrupted")))
+
+
+def collect(study: str | Path, records: str | Path | None = None, out: str | None = None):
+    """(games, seeds, {(game, seed): TrialRecord}) of the study's trials that left a record.
+
+    ``records``: kept records to read where a run directory has no ``summary.json`` (default:
+    the compare file's ``keep:``); ``out``: the compare's output directory, as ``--out``.
+    """
+    from scripts.compare.spec import load_spec
+
+    spec, trials, _ = load_spec(study, out)
+    keep = Path(records or spec.keep or "")
+    games = list(dict.fromkeys(t.cfg.env.game for t in trials))
+    found = {}
+    for t in trials:
+        where = t.dir if (t.dir / "summary.json").is_file() else keep / t.slug
+        if (r := read_trial(where, t.cfg.env.game, t.seed, t.cfg.run.total_frames)) is not None:
+            found[(r.game, r.seed)] = r
+    return games, list(spec.seeds), found
+
+
+def stratified_bootstrap(groups: list[np.ndarray], fn, reps: int = REPS, alpha: float = 0.05,
+                         seed: int = 0) -> st.Interval:
+    """``fn(groups)`` with a percentile interval resampling each group's runs on its own.
+
+    groups: one array of runs per task (game), of any lengths. Each replicate draws, for every
+    task in turn, as many of its runs with replacement as it has. With equal lengths this is
+    ``envs.statistics.stratified_bootstrap_ci`` (the same distribution; another random stream).
+    """
+    if not 0.0 < alpha < 1.0:
+        raise ValueError(f"alpha must be in (0, 1), got {alpha}")
+    rng = np.random.default_rng(seed)
+    replicates = [fn([g[rng.integers(0, len(g), size=len(g))] for g in groups])
+                  for _ in range(reps)]
+    low, high = np.percentile(replicates, [100 * alpha / 2, 100 * (1 - alpha / 2)])
+    return st.Interval(float(fn(groups)), float(low), float(high))
+
+
+def pooled_iqm(groups: list[np.ndarray]) -> float:
+    """IQM of every run x task score, pooled (``envs.statistics.iqm`` of the flat scores)."""
+    return st.iqm(np.concatenate(groups)[None, :])
+
+
+def mean_of_means(groups: list[np.ndarray]) -> float:
+    """Mean over tasks of each task's mean over its runs (``envs.statistics.mean``)."""
+    return float(np.mean([g.mean() for g in groups]))
+
+
+def aggregates(scores: dict[str, list[float]], reps: int = REPS) -> dict[str, st.Interval]:
+    """IQM and mean over games of ``scores`` (game -> its seeds' scores), with 95% intervals.
+
+    Games with no score are left out (the caller names them). Equal seed counts go through
+    ``envs.statistics.stratified_bootstrap_ci`` on the [seeds, games] matrix.
+    """
+    groups = [np.asarray(v, dtype=float) for v in scores.values() if len(v)]
+    if not groups:
+        return {}
+    if len({len(g) for g in groups}) == 1:
+        matrix = np.stack(groups, axis=1)
+        return {"iqm": st.stratified_bootstrap_ci(matrix, st.iqm, reps=reps),
+                "mean": st.stratified_bootstrap_ci(matrix, st.mean, reps=reps)}
+    return {"iqm": stratified_bootstrap(groups, pooled_iqm, reps),
+            "mean": stratified_bootstrap(groups, mean_of_means, reps)}
+
+
+def over_seeds(values: list[float], reps: int = REPS) -> st.Interval | None:
+    """Mean over seeds with its 95% percentile bootstrap interval (None: no value)."""
+    if not values:
+        return None
+    return st.stratified_bootstrap_ci(np.asarray(values, dtype=float)[:, None], st.mean,
+                                      reps=reps)
+
+
+def references() -> dict[str, dict]:
+    """Game -> the published figures beside it; None where a table lacks the game.
+
+    ``ppo``: the PPO paper's Table 6, PPO column; ``table7``: (mean, error) of the RIMs
+    paper's Table 7, LSTM-PPO.
+    """
+    from scripts.papers.atari_panel import reference_scores
+
+    with open(PPO_TABLE, newline="") as f:
+        ppo = {row["game"]: float(row["ppo"]) for row in csv.DictReader(f)}
+    table7 = reference_scores("lstm")
+    return {g: {"ppo": ppo.get(g), "table7": table7.get(g)} for g in set(ppo) | set(table7)}
+
+
+def _reference_cells(ref: dict) -> tuple[str, str]:
+    ppo, t7 = ref.get("ppo"), ref.get("table7")
+    return ("not in the table" if ppo is None else f"{ppo:,g}",  # as printed: 17,366.7
+            "not in the table" if t7 is None else f"{t7[0]:,g} ± {t7[1]:,g}")
+
+
+def _cell(ci: st.Interval | None, n: int, digits: int = 1) -> str:
+    if ci is None:
+        return "missing"
+    if n == 1:
+        return f"{ci.estimate:,.{digits}f} (one seed)"
+    return f"{ci.estimate:,.{digits}f} [{ci.low:,.{digits}f}, {ci.high:,.{digits}f}]"
+
+
+def _hns(game: str, x: float | None) -> str:
+    from envs.scores import human_normalized
+
+    return "n/a" if x is None else f"{human_normalized(game, x):,.0f} %"
+
+
+def markdown(games: list[str], seeds: list[int], found: dict, reps: int = REPS) -> str:
+    """The panel's tables: per game, over games, per trial; missing trials named."""
+    from envs.scores import human_normalized
+
+    refs = references()
+    missing = [(g, s) for g in games for s in seeds if (g, s) not in found]
+    lines = ["Per game: the mean over seeds with a 95% percentile bootstrap interval over seeds "
+             "(with 3 seeds it lies within the seeds' range and understates the uncertainty); "
+             "HNS: human-normalised, 100 (score - random) / (human - random), "
+             "envs/data/atari57_random_human.csv. The references are at their own budgets: the "
+             "PPO paper's Table 6 at 40M frames (last 100 training episodes, 3 seeds), the RIMs "
+             "paper's Table 7 (mean ± error over 3 runs, budget not stated). Over games: the IQM "
+             "and the mean of the HNS over games x seeds, with 95% stratified-bootstrap "
+             "intervals (seeds resampled within each game).", "",
+             "| game | seeds | training return, last 100 [95% CI] | HNS | "
+             "evaluation, mean return [95% CI] | HNS | PPO, 40M frames (PPO paper, Table 6) | "
+             "LSTM-PPO (RIMs paper, Table 7) |",
+             "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    hns = {"training": {}, "evaluation": {}}
+    for g in games:
+        mine = [found[(g, s)] for s in seeds if (g, s) in found]
+        train = [r.train_return for r in mine if r.train_return is not None]
+        ev = [r.eval_return for r in mine if r.eval_return is not None]
+        hns["training"][g] = [human_normalized(g, x) for x in train]
+        hns["evaluation"][g] = [human_normalized(g, x) for x in ev]
+        gone = [str(s) for s in seeds if (g, s) not in found]
+        count = f"{len(mine)} of {len(seeds)}" + (f" (missing: {', '.join(gone)})" if gone else "")
+        tci, eci = over_seeds(train, reps), over_seeds(ev, reps)
+        ppo, t7 = _reference_cells(refs.get(g, {}))
+        lines.append(f"| {g} | {count} | {_cell(tci, len(train))} | "
+                     f"{_hns(g, tci and tci.estimate)} | {_cell(eci, len(ev))} | "
+                     f"{_hns(g, eci and eci.estimate)} | {ppo} | {t7} |")
+    lines += ["", "| human-normalised score | IQM [95% CI] | mean [95% CI] | games x seeds |",
+              "| --- | ---: | ---: | --- |"]
+    for name, scores in hns.items():
+        agg = aggregates(scores, reps)
+        n = sum(len(v) for v in scores.values())
+        absent = [g for g, v in scores.items() if not v]
+        extent = f"{n} of {len(games) * len(seeds)}" + (
+            f" (no score: {', '.join(absent)})" if absent else "")
+        cells = [_cell(agg.get(k), 2 if n > 1 else 1) for k in ("iqm", "mean")]
+        lines.append(f"| {name} | {cells[0]} | {cells[1]} | {extent} |")
+    lines += ["", "| game | seed | status | frames | training return | "
+              "evaluation: mean ± sd (episodes) |", "| --- | ---: | --- | ---: | ---: | ---: |"]
+    for g in games:
+        for s in seeds:
+            r = found.get((g, s))
+            if r is None:
+                lines.append(f"| {g} | {s} | missing | | | |")
+                continue
+            ev = ("n/a" if r.eval_return is None else
+                  f"{r.eval_return:,.1f} ± {r.eval_std or 0:,.1f} ({r.eval_episodes})")
+            train = "n/a" if r.train_return is None else f"{r.train_return:,.1f}"
+            lines.append(f"| {g} | {s} | {r.status} | {r.frames:,} | {train} | {ev} |")
+    if missing:
+        lines += ["", "Missing (no record: not run, still running, or lost): "
+                  + ", ".join(f"{g} seed {s}" for g, s in missing) + "."]
+    return "\n".join(lines) + "\n"
+
+
+def write_csv(games: list[str], seeds: list[int], found: dict, path: Path) -> None:
+    """Every trial's curve (game, seed, status, frames, score, hns); a row per missing trial."""
+    from envs.scores import human_normalized
+
+    with open(path, "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["game", "seed", "status", "frames", "score", "hns"])
+        for g in games:
+            for s in seeds:
+                r = found.get((g, s))
+                if r is None:
+                    w.writerow([g, s, "missing", "", "", ""])
+                    continue
+                w.writerows([g, s, r.status, int(x), f"{y:.3f}", f"{human_normalized(g, y):.2f}"]
+                            for x, y in zip(*r.curve))
+
+
+def plot(games: list[str], seeds: list[int], found: dict, path: Path) -> None:
+    """The curve grid: one panel per game, one line per seed, references as horizontal lines."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from envs.scores import reference_scores as random_human
+
+    refs = references()
+    cols = 3
+    rows = (len(games) + cols - 1) // cols
+    fig, axes = plt.subplots(rows, cols, figsize=(5 * cols, 3.6 * rows), squeeze=False)
+    for ax, g in zip(axes.flat, games):
+        for s in seeds:
+            r = found.get((g, s))
+            if r is None or not len(r.curve[0]):
+                ax.plot([], [], ls="none", label=f"seed {s}: missing")
+                continue
+            ax.plot(r.curve[0] / 1e6, r.curve[1], lw=1.2, label=f"seed {s}")
+        ref = refs.get(g, {})
+        if ref.get("ppo") is not None:
+            ax.axhline(ref["ppo"], color="k", ls="--", lw=1, label="PPO paper, 40M frames")
+        if ref.get("table7") is not None:
+            ax.axhline(ref["table7"][0], color="k", ls="-.", lw=1, label="LSTM-PPO, RIMs paper")
+        ax.axhline(random_human("atari", g)[1], color="grey", ls=":", lw=1, label="human")
+        ax.set_title(g)
+        ax.set_xlabel("frames (millions)")
+        ax.set_ylabel("training return (last 100 games)")
+        ax.legend(fontsize=7)
+    for ax in list(axes.flat)[len(games):]:
+        ax.axis("off")
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Write the panel's markdown, png and csv; 0, or 2 on a config error."""
+    p = argparse.ArgumentParser(prog="python -m scripts.papers.atari5",
+                                description=__doc__.split("\n\n")[0])
+    p.add_argument("study", nargs="?", default=STUDY, help=f"the compare file (default {STUDY})")
+    p.add_argument("--records", metavar="DIR",
+                   help="kept records to read where a run directory has none (default: the "
+                        "compare file's keep:)")
+    p.add_argument("--out", default="runs/atari5_panel",
+                   help="output directory (default runs/atari5_panel)")
+    args = p.parse_args(argv)
+    from learners.config.schema import ConfigError
+
+    try:
+        games, seeds, found = collect(args.study, args.records)
+    except ConfigError as e:
+        print(f"atari5: error: {e}", file=sys.stderr)
+        return 2
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / f"{NAME}.md").write_text(markdown(games, seeds, found))
+    write_csv(games, seeds, found, out / f"{NAME}.csv")
+    plot(games, seeds, found, out / f"{NAME}.png")
+    print(f"[atari5] {len(found)} of {len(games) * len(seeds)} trials have a record; wrote "
+          f"{out / NAME}.md, .csv and .png", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
