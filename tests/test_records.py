@@ -98,6 +98,58 @@ def test_a_lost_run_directory_is_restored_from_its_kept_record(tmp_path, capsys)
     assert learning_curve(t.dir)[0][-1] > curves[t.slug][0][-1]  # its own, longer curve
 
 
+def test_kept_records_and_the_probe_table_hold_the_torso_monitors_series(tmp_path, capsys):
+    """Every torso/* tag and policy/spread: in record.json, in csv.probes, and back again."""
+    from scripts.compare.curves import learning_curve as read_curve
+    from scripts.compare.curves import probes
+
+    keep, table = tmp_path / "kept", tmp_path / "probes.csv"
+    overrides = yaml.safe_load(write_compare(tmp_path).read_text())["overrides"]
+    path = write_compare(tmp_path, keep=str(keep), seeds=[0], csv={"probes": str(table)},
+                         overrides={**overrides, "learner.monitor.every": 2,
+                                    "run.log_every_s": 1e-6})  # a TensorBoard point a probe
+    spec, trials, out = load_spec(path)
+    for t in trials:
+        run_trial(make_job(t, spec, t.cfg.run.total_frames, [], True))
+    run_compare(str(path), quiet=True, report_only=True)
+    frames_per_update = 5 * 4  # T x B, frame skip 1: 20 updates, a probe every 2
+    series = {}
+    for t in trials:
+        curves = json.loads((keep / t.slug / "record.json").read_text())["curves"]
+        tags = sorted(tag for tag in curves if tag.startswith(("torso/", "policy/")))
+        assert tags == sorted(probes(t.dir)) and "policy/spread" in tags
+        assert {"torso/fc/inactive", "torso/fc/dormant"} <= set(tags)
+        for tag in tags:  # as the event files hold them
+            frames, values = read_curve(t.dir, tag)
+            assert curves[tag]["frames"] == [int(f) for f in frames]
+            assert curves[tag]["frames"] == [f * frames_per_update for f in range(1, 20, 2)]
+            assert curves[tag]["values"] == pytest.approx(list(values), abs=1e-6)
+        series[t.slug] = curves
+    rows = _table(table)
+    assert list(rows[0]) == ["variant", "seed", "frames", "tag", "value"]
+    by_trial = {t.slug: t for t in trials}
+    want = [(by_trial[slug].variant, "0", str(f), tag, v)  # the record's 6 decimals
+            for slug, curves in series.items() for tag in sorted(curves)
+            if tag.startswith(("torso/", "policy/"))
+            for f, v in zip(curves[tag]["frames"], curves[tag]["values"])]
+    got = [(r["variant"], r["seed"], r["frames"], r["tag"], float(r["value"])) for r in rows]
+    assert sorted(got) == sorted(want)
+
+    shutil.rmtree(out)  # the run directories are gone: the records bring the series back
+    capsys.readouterr()
+    run_compare(str(path), report_only=True)
+    assert capsys.readouterr().err.count("restored from its kept record") == len(trials)
+    for t in trials:
+        assert trial_state(t.dir, t.cfg.run.total_frames) == "done"
+        assert {tag: (list(f), list(v)) for tag, (f, v) in probes(t.dir).items()} == {
+            tag: (c["frames"], c["values"]) for tag, c in series[t.slug].items()
+            if tag.startswith(("torso/", "policy/"))}
+    assert _table(table) == rows  # the table written again from the records alone
+
+    run_compare(str(path), quiet=True, report_only=True, out=str(tmp_path / "elsewhere"))
+    assert _table(tmp_path / "elsewhere" / "probes.csv") == rows  # the study's table left be
+
+
 def test_keep_refuses_a_file_and_a_pbt_population(tmp_path, capsys):
     (tmp_path / "kept").write_text("")
     for changes, words in (({"keep": str(tmp_path / "kept")}, "keep: "),

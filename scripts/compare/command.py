@@ -122,16 +122,19 @@ def run_compare(path: str, dry_run: bool = False, max_concurrent: int | None = N
     for line in records.bring_back(spec, trials, out_dir, dry_run, out is not None):
         if dry_run or not quiet:
             say(line)
-    if out is not None and (spec.publish.path or spec.csv.path or spec.keep):
+    if out is not None and (spec.publish.path or spec.csv.path or spec.csv.probes or spec.keep):
         # a run elsewhere leaves the study's own files as they are (its records may still
         # come back from them, above)
         left = [f"{name} {path}" for name, path in (
             ("report", spec.publish.path and f"{spec.publish.path}.md"),
-            ("table", spec.csv.path), ("records", spec.keep)) if path]
+            ("table", spec.csv.path), ("probe table", spec.csv.probes),
+            ("records", spec.keep)) if path]
         if not quiet:
             say(f"note: --out is given, so this run leaves the study's {', '.join(left)} as "
-                f"they are; its table is {out_dir / 'results.csv'}")
+                f"they are; its table is {out_dir / 'results.csv'}"
+                + (f", its probe table {out_dir / 'probes.csv'}" if spec.csv.probes else ""))
         spec.publish.path, spec.csv.path, spec.keep = "", "", ""
+        spec.csv.probes = str(out_dir / "probes.csv") if spec.csv.probes else ""
     status = {t.slug: trial_state(t.dir, t.cfg.run.total_frames) for t in trials}
     if dry_run or not quiet:
         say(f"compare {spec.name or Path(path).stem}: {len({t.variant for t in trials})} "

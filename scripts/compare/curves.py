@@ -3,8 +3,9 @@
 A compare looks after every seed: its report, the published copy and the kept records read
 every finished trial's curves, for several tags. TensorBoard's reader parses a whole
 directory per load (about 2.4 s for a 2e6-frame lab6 trial, whose files hold some 50 tags),
-so the curves a report uses (``records.CURVE_TAGS``, and ``records.HEALTH_TAGS`` for its
-training health) are read once per run directory and kept until its event files change.
+so the curves a report uses (``records.CURVE_TAGS``, ``records.HEALTH_TAGS`` for its
+training health and ``records.PROBE_TAGS`` for the torso monitor's series) are read once per
+run directory and kept until its event files change.
 """
 
 from __future__ import annotations
@@ -16,7 +17,8 @@ import numpy as np
 from scripts.compare import records
 
 _READ: dict[Path, tuple[tuple, dict]] = {}  # run dir -> (its event files' state, curves)
-CACHED = records.CURVE_TAGS + records.HEALTH_TAGS  # read together, in one pass of the files
+# read together, in one pass of the files
+CACHED = records.CURVE_TAGS + records.HEALTH_TAGS + records.PROBE_TAGS
 
 
 def _state(run_dir: Path) -> tuple:
@@ -67,13 +69,30 @@ def learning_curve(run_dir: Path,
 def family(run_dir: Path, prefix: str) -> dict[str, tuple[np.ndarray, np.ndarray]]:
     """{tag: (frames, values)} for each tag of a cached family (``prefix`` ends in "/").
 
-    Empty for a trial restored from its kept record (records keep a summary, not the family)
-    and for a run whose core logs none (``activation_frequency/`` outside RIMs).
+    A trial restored from its kept record has the families the record keeps (``torso/``;
+    ``activation_frequency/`` is kept as a summary, so empty); a run whose core logs none
+    (``activation_frequency/`` outside RIMs) has none.
     """
-    if records.record(run_dir) is not None:
-        return {}
+    if (kept := records.record(run_dir)) is not None:
+        return {t: (np.array(c["frames"], dtype=float), np.array(c["values"], dtype=float))
+                for t, c in sorted(kept.get("curves", {}).items()) if t.startswith(prefix)}
     return {t: (f.copy(), v.copy()) for t, (f, v) in sorted(_cached(run_dir).items())
             if t.startswith(prefix)}
+
+
+def probes(run_dir: Path) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """{tag: (frames, values)} of the torso monitor's series (``records.PROBE_TAGS``).
+
+    Every ``torso/<layer>/...`` tag and ``policy/spread`` the run logged (none with the
+    monitor off), from its event files or its kept record.
+    """
+    out = {}
+    for tag in records.PROBE_TAGS:
+        if tag.endswith("/"):
+            out.update(family(run_dir, tag))
+        elif len((curve := learning_curve(run_dir, tag))[0]):
+            out[tag] = curve
+    return out
 
 
 def _cached(run_dir: Path) -> dict:

@@ -9,9 +9,9 @@ every report the compare writes (``--report`` included) copies, for each trial i
 what the report and the plan read into ``<keep>/<trial>/``: ``summary.json``,
 ``eval.json``, ``config.yaml``, ``meta.json`` (paths relative to the working directory, the
 ``mira`` command that ran, no host: ``portable``) and ``record.json`` (the agent's parameter
-count, the checkpoint it was evaluated from, and the learning curves the report draws as
-frames and values per TensorBoard tag, and the training health the report shows), and
-the compare's ``plan.json`` into ``<keep>/``:
+count, the checkpoint it was evaluated from, the learning curves the report draws and the
+torso monitor's series (``PROBE_TAGS``) as frames and values per TensorBoard tag, and the
+training health the report shows), and the compare's ``plan.json`` into ``<keep>/``:
 a few kilobytes per trial, meant to be committed with the study. A later run of the same
 compare whose trial directory lacks a ``summary.json`` (a new clone, a machine handed back)
 copies the record back: the trial counts as finished and evaluated at the frames it
@@ -44,6 +44,10 @@ CURVE_TAGS = ("episode_return_mean100", "normalized_score_mean",
 # A tag ending in "/" names a family, one tag per unit (RIMs log each unit's activation
 # frequency as ``activation_frequency/<k>``).
 HEALTH_TAGS = ("grad_norm", "entropy", "skipped_updates", "activation_frequency/")
+# the torso monitor's series (learners/update/monitor.py), kept as curves so that a study can
+# date a blind span after its run directories are gone: every ``torso/<layer>/inactive`` and
+# ``torso/<layer>/dormant``, and ``policy/spread``
+PROBE_TAGS = ("torso/", "policy/spread")
 
 
 def check(spec) -> None:
@@ -88,12 +92,14 @@ def record(run_dir: Path) -> dict | None:
     return read_json(Path(run_dir) / RECORD)
 
 
-def keep(trials, keep_dir: str, out: Path, learning_curve, param_count, health) -> int:
+def keep(trials, keep_dir: str, out: Path, learning_curve, param_count, health,
+         probes) -> int:
     """Copy each finished trial's record, and the compare's ``plan.json``, into ``keep_dir``.
 
     ``trials`` are compare ``Trial``s the report holds (finished, evaluated where the compare
     evaluates); ``out`` the compare's output directory; ``learning_curve(run_dir, tag)``,
-    ``param_count(run_dir)`` and ``health(run_dir)`` read a run as the report does
+    ``param_count(run_dir)``, ``health(run_dir)`` and ``probes(run_dir)`` (``{tag: (frames,
+    values)}`` of the ``PROBE_TAGS`` it logged) read a run as the report does
     (``report.py``, which calls this). A trial restored from a record has nothing new
     to keep. Returns how many trial records were written.
     """
@@ -115,8 +121,8 @@ def keep(trials, keep_dir: str, out: Path, learning_curve, param_count, health) 
             else:
                 (dest / name).unlink(missing_ok=True)
         curves = {}
-        for tag in CURVE_TAGS:
-            frames, values = learning_curve(t.dir, tag)
+        series = {tag: learning_curve(t.dir, tag) for tag in CURVE_TAGS} | probes(t.dir)
+        for tag, (frames, values) in series.items():
             if len(frames):
                 curves[tag] = {"frames": [int(f) for f in frames],
                                "values": [round(float(v), 6) for v in values]}

@@ -1,6 +1,7 @@
 """What ``mira compare`` leaves: ``results.json``, ``report.md``, three PNG plots, a table.
 
-The table is the compare file's ``csv:`` section, when it has one (``results_csv.py``).
+The table is the compare file's ``csv:`` section, when it has one (``results_csv.py``), and
+with its ``probes:`` a table of the torso monitor's series.
 
 Scores follow Agarwal et al. 2021 (``envs/statistics.py``): per trial, the final
 evaluation's score per task, normalised when the suite has reference scores (every task
@@ -32,7 +33,7 @@ from learners.runtime.logbook import duration
 from scripts.compare import health, plan_sections, publish, records, results_csv
 from scripts.compare import plan as plan_mod
 from scripts.compare import trials as trials_mod
-from scripts.compare.curves import learning_curve
+from scripts.compare.curves import learning_curve, probes
 from scripts.compare.report_plots import plot
 
 # What a compare file's ``threshold:`` is read on: the last-100 mean training return (raw, in
@@ -353,6 +354,7 @@ def write_report(out: Path, spec, trials, failed: dict, target_frames: int,
     (out / "results.json").write_text(json.dumps(res, indent=2))
     (out / "report.md").write_text(markdown(res))
     results_csv.write(out, spec.csv, res, trials, started)
+    results_csv.write_probes(spec.csv, res, trials, probes)
     curves: dict = {}
     for t in trials:  # a trial rebuilt from a table has no curve
         if len((curve := learning_curve(t.dir, tag))[0]):
@@ -360,5 +362,6 @@ def write_report(out: Path, spec, trials, failed: dict, target_frames: int,
     plot(out, res, curves, ylabel)
     publish.write(out, spec.publish)
     if spec.keep:
-        records.keep(trials, spec.keep, out, learning_curve, param_count, health.summary)
+        records.keep(trials, spec.keep, out, learning_curve, param_count, health.summary,
+                     probes)
     return res

@@ -28,6 +28,14 @@ column an empty ``frames_to_threshold`` could not tell "never crossed" from "not
 yet", so those rows are left out. ``mira compare`` writes the table with the report,
 ``--report`` included; with no trial to report (none finished, or every one failed) there is
 no report and no table.
+
+``probes:`` names a second table, of the torso monitor's series (``learner.monitor``;
+``records.PROBE_TAGS``: every ``torso/<layer>/inactive`` and ``.../dormant`` and
+``policy/spread``), one row per probe and tag of each trial the report holds, with the
+columns ``variant, seed, frames, tag, value``; it is read as the report's curves are, from
+the run directory's event files or the trial's kept record, and written with the report::
+
+    csv: {path: study.csv, columns: {...}, probes: study_probes.csv}
 """
 
 from __future__ import annotations
@@ -40,6 +48,7 @@ from pathlib import Path
 TRIAL_FIELDS = ("variant", "trial", "seed", "status", "frames", "wall_time_s", "train_return",
                 "frames_to_threshold", "minutes_to_threshold")
 TASK_FIELDS = ("task", "score", "return", "normalized_score")
+PROBE_COLUMNS = ("variant", "seed", "frames", "tag", "value")
 
 
 def _is_config_key(key: str) -> bool:
@@ -76,6 +85,9 @@ class CsvSpec:
     # output column -> what it holds: a trial or task field (TRIAL_FIELDS, TASK_FIELDS) or a
     # dotted config key
     columns: dict = field(default_factory=dict)
+    # a table of the torso monitor's series, a row per probe and tag (PROBE_COLUMNS; relative:
+    # to the working directory); "": none
+    probes: str = ""
 
     def __post_init__(self):
         if self.path and not self.columns:
@@ -173,4 +185,26 @@ def write(out: Path, spec: CsvSpec, res: dict, trials, others=()) -> Path | None
         writer.writeheader()
         writer.writerows({k: "" if v is None else v for k, v in row.items()}
                          for row in rows(res, trials, spec.columns, others))
+    return path
+
+
+def write_probes(spec: CsvSpec, res: dict, trials, probes) -> Path | None:
+    """Write the probe table if ``spec`` names one; returns its path (None: none asked for).
+
+    ``res`` is ``collect``'s results (its trials are the rows' trials), ``trials`` the compare
+    trials it covers, ``probes(run_dir)`` a trial's ``{tag: (frames, values)}``
+    (``curves.probes``). Rows by trial as the report lists them, then tag, then frames.
+    """
+    if not spec.probes:
+        return None
+    path = Path(spec.probes)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    dirs = {t.slug: t.dir for t in trials}
+    with open(path, "w", newline="") as f:
+        writer = csv.writer(f)
+        writer.writerow(PROBE_COLUMNS)
+        for r in res["trials"]:
+            for tag, (frames, values) in sorted(probes(dirs[r["trial"]]).items()):
+                writer.writerows((r["variant"], r["seed"], int(x), tag, round(float(v), 6))
+                                 for x, v in zip(frames, values))
     return path

@@ -17,8 +17,9 @@ module validates; nothing here runs a trial. A compare file (``configs/compare_*
                                       # (plan.py); every other pair is exploratory
     evaluate: {episodes: 30}          # final evaluation of each trial's last checkpoint
     deterministic: false              # run.deterministic for every trial (replayable runs)
-    csv: {path: study.csv, columns: {seed: seed, task: task, score: score}}
-                                      # a table of the scores (results_csv.py)
+    csv: {path: study.csv, columns: {seed: seed, task: task, score: score},
+          probes: study_probes.csv}   # a table of the scores (results_csv.py); probes: one
+                                      # of the torso monitor's series (optional)
     keep: study_trials/               # each finished trial's record (scores, curves; no
                                       # checkpoint), restored where a run directory lost it
                                       # (scripts/compare/records.py)
