@@ -108,6 +108,16 @@ class Agent(nn.Module):
         fn = getattr(self.torso, "training_layout", None)
         return fn(obs) if fn else obs
 
+    def observe(self, obs: dict[str, torch.Tensor]) -> None:
+        """Move the input statistics the torso keeps by the frames ``obs`` (``[..., *shape]``).
+
+        The torso's ``observe`` if it has one (``input_norm: running``), else nothing; the
+        learner calls it once per batch, before the batch's steps.
+        """
+        fn = getattr(self.torso, "observe", None)
+        if fn:
+            fn(obs)
+
     def forward(self, inputs: dict[str, torch.Tensor], state: State) -> tuple[AgentOutput, State]:
         """Unroll the agent; returns logits ``[T, B, A]``, value ``[T, B]`` and the next state.
 

@@ -43,12 +43,19 @@ torso is an ``nn.Module`` registered in ``TORSOS`` and honours one contract
   x positions, channel-major; a linear layer's units are each their own channel, one
   position), so a monitor can take a conv layer's units per channel without naming layers
   (``learners/update/monitor.py``);
+- ``observe(obs)``: ``obs["pixels"]`` uint8 ``[..., C, H, W]``, each frame once: moves the
+  input statistics a torso keeps (``input_norm: running``), a no-op otherwise. The learner
+  calls it once per batch, before the batch's steps; ``forward`` and ``probe`` only read
+  them, so a runner acts with those of the weights it was sent;
 
 Options every torso takes (``TorsoConfig``): ``hidden_size``, the instruction's reading
 (``bow``: mean of word embeddings; MiniGrid missions are short and order rarely matters,
 and it costs nothing per step; ``lstm``: IMPALA's language encoder), ``init`` (``torch`` or
 ``orthogonal``, every conv and linear weight), ``norm`` (``layer``: a LayerNorm before the
-linear layer's ReLU); ``nature`` and ``resnet`` take ``channels`` too.
+linear layer's ReLU), ``input_norm`` (the pixels after /255: ``none``, ``frame``: each
+frame's mean per channel subtracted, ``running``: a running per-pixel mean and standard
+deviation as Sample Factory's, ``input_norm.py``); ``nature`` and ``resnet`` take
+``channels`` too.
 
 A new torso is one file here (its ``Config`` and its ``trunk`` on ``ConvTorso``, or a
 module of its own honouring the contract) plus one name in the import line below.

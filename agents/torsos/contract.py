@@ -33,6 +33,13 @@ Init = Literal["torch", "orthogonal"]
 # presets keep ``none`` (docs/results/tuning-log.md).
 Norm = Literal["none", "layer"]
 
+# ``frame``: each frame's mean per input channel subtracted; ``running``: a running per-pixel
+# mean and standard deviation, as Sample Factory normalises observations, moved once per
+# learner batch (``agents/torsos/input_norm.py``). Pong's frames differ in a few pixels, so a
+# conv1 filter sees almost the same input on every frame; centring it takes the background
+# out (docs/results/torso-health.md). The presets keep ``none``.
+InputNorm = Literal["none", "running", "frame"]
+
 
 @dataclass(frozen=True)
 class TorsoConfig:
@@ -48,6 +55,9 @@ class TorsoConfig:
     # the linear layer's pre-activations: none (IMPALA's torso) or layer (a LayerNorm before
     # the ReLU, which keeps about half of the units on)
     norm: Norm = "none"
+    # the pixels after /255: none, running (per-pixel mean and std over the batches the
+    # learner saw, clipped to [-5, 5]) or frame (each frame's mean per channel subtracted)
+    input_norm: InputNorm = "none"
 
     def __post_init__(self):
         prefix = "agent.torso_options."

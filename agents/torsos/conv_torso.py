@@ -3,7 +3,9 @@
 A torso is ``ConvTorso`` with its own ``Config`` and ``trunk`` (``shallow.py``, ``nature.py``,
 ``resnet.py``): the trunk is the only part that differs. Around it, once for all:
 
-- the pixels' layout and conversion (uint8 -> float / 255, channels-last when training on CPU);
+- the pixels' layout and conversion (uint8 -> float / 255, channels-last when training on CPU)
+  and their ``input_norm`` (``input_norm.py``: none, per frame, or running statistics that
+  ``observe`` moves);
 - the linear layer (``hidden_size``), its optional LayerNorm and ReLU, or, ``as_set``, the
   trunk's last positions as a set ``[T, B, N, C + extras]``;
 - the extras concatenated to the features: the one-hot last action, the last reward clipped
@@ -23,6 +25,7 @@ from torch import nn
 
 from agents.registry import typed_options
 from agents.torsos.contract import TorsoConfig
+from agents.torsos.input_norm import RunningNorm, centre_frames
 
 
 class ReluStack(nn.Sequential):
@@ -75,6 +78,9 @@ class ConvTorso(nn.Module):
         c, h, w = obs_shapes["pixels"]
         self.num_actions = num_actions
         self.as_set = as_set
+        # Buffers alone, no random draws: the weights at one seed are the same for every mode.
+        self.input_norm = RunningNorm((c, h, w)) if cfg.input_norm == "running" else None
+        self.centre_frames = cfg.input_norm == "frame"
         # The modules are built in this order (trunk, linear, instruction) so that one seed
         # gives a torso the same weights whatever else the agent holds.
         self.conv = self.trunk(c, cfg)
@@ -130,12 +136,32 @@ class ConvTorso(nn.Module):
         return out[lengths - 1, torch.arange(tokens.shape[0], device=tokens.device)]
 
     def _pixels(self, pixels: torch.Tensor, fmt: torch.memory_format) -> torch.Tensor:
-        """uint8 ``pixels`` [N, C, H, W] -> float in [0, 1], laid out in memory as ``fmt``."""
+        """uint8 ``pixels`` [N, C, H, W] -> float / 255, ``input_norm``ed, laid out as ``fmt``.
+
+        With ``input_norm: none`` the values are in [0, 1]; the other modes work in place,
+        so the layout stays ``fmt``.
+        """
         dtype = self._dtype()
         # The bytes are reordered first and converted after: a uint8 -> float copy into the
         # other layout is one strided pass, several times slower than the two contiguous ones.
         # Pixels already in that order (``training_layout``) are not copied to reorder them.
-        return pixels.contiguous(memory_format=fmt).to(dtype, copy=True).mul_(1.0 / 255.0)
+        x = pixels.contiguous(memory_format=fmt).to(dtype, copy=True).mul_(1.0 / 255.0)
+        if self.centre_frames:
+            return centre_frames(x)
+        if self.input_norm is not None:
+            return self.input_norm(x)
+        return x
+
+    @torch.no_grad()
+    def observe(self, obs: dict[str, torch.Tensor]) -> None:
+        """Move the running input statistics (``input_norm: running``) by ``obs["pixels"]``.
+
+        uint8 ``[..., C, H, W]``, each frame once. The learner calls it once per batch, before
+        the batch's steps (``Learner.learn``); nothing else moves them, so ``forward`` and
+        ``probe`` read the statistics the weights carry. A no-op in the other modes.
+        """
+        if self.input_norm is not None:
+            self.input_norm.observe(obs["pixels"])
 
     def _dtype(self) -> torch.dtype:
         """The weights' float type: the pixels' and the extras' (autocast or not)."""

@@ -23,6 +23,11 @@ its core state, the learner's state before the step and every parameter's gradie
 for a non-finite loss) for the driver to write to ``<run>/bursts/``; ``replay`` recomputes that
 gradient and the loss's terms (``python -m scripts.bench.burst``).
 
+Input statistics: a torso with ``agent.torso_options.input_norm: running`` keeps a running
+mean and variance of its pixels; ``learn`` moves them once per batch, before the monitor and
+the steps (``Agent.observe``; a no-op for any other agent). They are buffers of the agent, so
+they ride out with the weights and into checkpoints.
+
 Torso monitor: every ``learner.monitor.every`` updates, the update's first frames go through
 the torso's probe before its steps, and the shares of inactive and dormant units and the
 policy's spread ride out in the ``UpdateReport`` (``learners/update/monitor.py``).
@@ -326,6 +331,14 @@ class Learner:
         lags = [self.version - t.policy_version for t in trajectories]
         batch, state = self.to_batch(list(trajectories))
         batch_s = time.perf_counter() - start
+        # The input statistics the agent keeps (agent.torso_options.input_norm: running) move
+        # once per batch, here, before the steps and the monitor's probe, which then read them
+        # as the update does (Sample Factory normalises a batch once, before its epochs). Rows
+        # 0..T-1: row T is row 0 of the next unroll, so each frame counts once. The update's
+        # first policy then differs from the runners' by that move (most at the first batch,
+        # little once the statistics have settled), as a slightly stale policy does: PPO's ratio
+        # and V-trace's weights see it, targets read from the runners' output do not.
+        self.agent.observe({k: v[:-1] for k, v in batch.obs.items()})
         # before the steps: with the update's starting weights, and read after them (no sync)
         probe = self.monitor.start(batch) if self.monitor.due(self.version) else None
         self.step_skipped = False

@@ -1,0 +1,92 @@
+"""Input normalisation of the torsos' pixels (``agent.torso_options.input_norm``).
+
+Applied after the uint8 -> float / 255 scaling, before the first conv (``conv_torso.py``):
+
+- ``none``: the pixels as scaled (IMPALA's torsos; every preset);
+- ``frame``: each frame's own mean, per input channel over its pixels, subtracted
+  (``centre_frames``): the near-constant background brightness goes, and no state is kept;
+- ``running``: ``RunningNorm``, a running per-pixel mean and standard deviation of the scaled
+  input, as Sample Factory normalises its observations (its ``RunningMeanStdInPlace``, after
+  rl_games): ``clip((x - mean) / sqrt(var + eps), -5, 5)`` with Sample Factory's
+  ``eps = 1e-5`` and clip 5.
+
+Why: on Pong a conv1 filter sees almost the same input on every frame, and one Adam step
+moves its response to the background by about its whole scale
+(docs/results/impala-atari.md, "The torso's first updates"); centring the input takes that
+background out (docs/results/torso-health.md, the first candidate fix).
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+EPS = 1e-5  # added to the variance under the square root (Sample Factory's)
+CLIP = 5.0  # the normalised input is clipped to [-CLIP, CLIP] (Sample Factory's)
+CHUNK = 256  # frames summed at a time by ``observe``: bounds its int32 copy (~29 MB on Atari)
+
+
+def centre_frames(x: torch.Tensor) -> torch.Tensor:
+    """``x`` float ``[N, C, H, W]`` minus each frame's mean per channel, in place (``frame``)."""
+    return x.sub_(x.mean(dim=(-2, -1), keepdim=True))
+
+
+class RunningNorm(nn.Module):
+    """A running per-pixel mean and variance of the scaled pixels, and the input normalised by them.
+
+    The statistics are buffers (``mean``, ``var`` ``[C, H, W]`` and ``count`` ``[]``, float64),
+    not parameters: they travel with the weights in the agent's ``state_dict`` (to the
+    runners, into checkpoints) and the optimizer never sees them. Only ``observe`` moves them,
+    once per learner batch (``Learner.learn``); ``forward`` reads them and never updates them,
+    so runners act with the statistics of the weights they were sent, and no pass of the
+    epochs x minibatches moves them.
+
+    Differences from Sample Factory's module, for exact statistics: the count starts at 0, not
+    at 1 with the prior mean 0 and variance 1 (until the first batch the input passes as
+    ``x / sqrt(1 + eps)``), and each batch's variance is the population variance (no Bessel
+    correction), so after any batches ``mean`` and ``var`` are the mean and variance over
+    every frame observed, as one pass over all of them would give. Each batch's moments are
+    exact integer sums of the uint8 pixels; batches are merged with the parallel-variance
+    update of Chan, Golub and LeVeque (1979), in float64, as Sample Factory keeps them:
+    over a run's millions of frames each batch's share ``n / count`` is ~1e-4 or less, where
+    float32's 24 bits would round away the small corrections. The normalising pass itself
+    runs in the pixels' float type. No random numbers are drawn, so replays stay bit-identical.
+    """
+
+    def __init__(self, shape: tuple[int, int, int]):
+        """``shape``: the pixels' ``(C, H, W)``."""
+        super().__init__()
+        self.register_buffer("mean", torch.zeros(shape, dtype=torch.float64))
+        self.register_buffer("var", torch.ones(shape, dtype=torch.float64))
+        self.register_buffer("count", torch.zeros((), dtype=torch.float64))
+
+    @torch.no_grad()
+    def observe(self, pixels: torch.Tensor) -> None:
+        """Merge the frames ``pixels`` uint8 ``[..., C, H, W]`` into the statistics."""
+        frames = pixels.reshape(-1, *self.mean.shape)
+        n = frames.shape[0]
+        if n == 0:
+            return
+        s1 = torch.zeros(self.mean.shape, dtype=torch.int64, device=frames.device)
+        s2 = torch.zeros_like(s1)
+        for chunk in frames.split(CHUNK):  # exact: 255^2 fits int32, the sums int64
+            x = chunk.to(torch.int32)
+            s1 += x.sum(0, dtype=torch.int64)
+            s2 += (x * x).sum(0, dtype=torch.int64)
+        scale = 1.0 / 255.0
+        batch_mean = s1.double() / n
+        # E[x^2] - E[x]^2 of exact sums: float64 rounding alone, ~1e-11 of 255^2
+        batch_var = (s2.double() / n - batch_mean.square()).clamp_(min=0.0) * scale ** 2
+        batch_mean = batch_mean * scale
+        total = self.count + n
+        delta = batch_mean - self.mean
+        m2 = self.var * self.count + batch_var * n + delta.square() * (self.count * n / total)
+        self.mean += delta * (n / total)
+        self.var.copy_(m2 / total)
+        self.count.copy_(total)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """``x`` float ``[N, C, H, W]`` (pixels / 255) normalised and clipped, in place."""
+        mean = self.mean.to(x.dtype)
+        inv_std = torch.rsqrt(self.var + EPS).to(x.dtype)
+        return x.sub_(mean).mul_(inv_std).clamp_(-CLIP, CLIP)
