@@ -218,6 +218,14 @@ def test_agents_build_on_every_torso(name):
         assert out.logits.shape == (2, 2, A) and out.value.shape == (2, 2)
 
 
+def test_a_torso_without_a_trunk_fails_where_it_is_defined():
+    from agents.torsos.conv_torso import ConvTorso
+
+    with pytest.raises(TypeError, match="Trunkless must define trunk"):
+        class Trunkless(ConvTorso):
+            """No convs."""
+
+
 def test_too_small_pixels_are_a_one_line_error():
     with pytest.raises(ValueError, match="pixels of 20x20 are too small"):
         make("nature", {"pixels": (4, 20, 20)})

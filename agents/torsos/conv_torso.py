@@ -53,15 +53,16 @@ class ConvTorso(nn.Module):
     """
 
     Config: type = TorsoConfig
+    # Each torso defines ``trunk(in_channels, config) -> nn.Module`` as a static method: its
+    # convs, ``[N, in_channels, H, W]`` float -> ``[N, C, h, w]`` after a ReLU, the module
+    # having ``layers`` (names of its probed layers) and ``probe(x)`` (their post-ReLU
+    # outputs, in order, the last equal to its output). A class without one fails where it
+    # is defined (``__init_subclass__``), not when it is first built.
 
-    @staticmethod
-    def trunk(in_channels: int, config) -> nn.Module:
-        """The torso's convs: ``[N, in_channels, H, W]`` float -> ``[N, C, h, w]`` after a ReLU.
-
-        The module also has ``layers`` (names of its probed layers) and ``probe(x)`` (their
-        post-ReLU outputs, in order, the last equal to its output).
-        """
-        raise NotImplementedError
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        if not callable(getattr(cls, "trunk", None)):
+            raise TypeError(f"{cls.__name__} must define trunk(in_channels, config): its convs")
 
     def __init__(
         self,
