@@ -17,6 +17,7 @@ from agents.cores import CORES, State, input_form
 from agents.heads import HEADS
 from agents.registry import typed_options
 from agents.torsos import TORSOS
+from agents.units import UnitLayer
 
 
 def agent_problem(cfg: AgentConfig) -> str | None:
@@ -30,6 +31,28 @@ def agent_problem(cfg: AgentConfig) -> str | None:
     if spatial and norm != "none":
         return (f"agent.torso_options.norm={norm} normalises the torso's linear layer, which a "
                 f"core reading the torso as a set (agent.core_options.input_set: spatial) skips")
+    return None
+
+
+def recycle_problem(cfg: AgentConfig) -> str | None:
+    """Why the agent ``cfg`` names cannot re-initialise torso units one by one; else None.
+
+    One line, for ReDo (``learner.redo``); None when ``Agent.unit_links`` can say where every
+    probed unit's weights sit.
+    """
+    torso_cls, core_cls = TORSOS.get(cfg.torso), CORES.get(cfg.core)
+    core_config = typed_options(core_cls.Config, cfg.core_options)
+    check = getattr(torso_cls, "recycle_problem", None)
+    if check is None:
+        return f"the {cfg.torso} torso does not declare where its units' weights sit"
+    problem = check(typed_options(torso_cls.Config, cfg.torso_options),
+                    input_form(core_cls, core_config) == "spatial")
+    if problem:
+        return f"agent.torso={cfg.torso}: {problem}"
+    if getattr(core_cls, "input_weights", None) is None:
+        readers = ", ".join(n for n in CORES.names() if hasattr(CORES.get(n), "input_weights"))
+        return (f"agent.core={cfg.core} declares no input weights to zero for a re-initialised "
+                f"feature (cores that do: {readers})")
     return None
 
 
@@ -142,3 +165,17 @@ class Agent(nn.Module):
         """The core's statistics of the last forward pass (``core.diagnostics()``); {} if none."""
         fn = getattr(self.core, "diagnostics", None)
         return fn() if fn else {}
+
+    def unit_links(self) -> dict[str, UnitLayer]:
+        """Each probed torso layer's units, the features' outgoing weights the core's input.
+
+        The torso's ``unit_links`` (``agents/units.py``), its last layer's outgoing weights
+        the core's ``input_weights()``. ValueError with ``recycle_problem``'s line where the
+        torso or the core cannot say.
+        """
+        links = self.torso.unit_links()
+        read = getattr(self.core, "input_weights", None)
+        if read is None:
+            raise ValueError(f"{type(self.core).__name__} declares no input weights")
+        links[self.torso.probe_layers[-1]].outgoing = read()
+        return links

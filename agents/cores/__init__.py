@@ -19,7 +19,11 @@ Every core is an ``nn.Module`` registered in ``CORES`` and honours one contract:
 - optionally ``stateless = True`` (a class attribute) for a core whose output does not
   depend on its state (``feedforward``);
 - optionally ``core.diagnostics() -> dict[str, Tensor]`` with statistics of the last
-  forward pass worth logging (e.g. RIMs' per-unit activation frequency).
+  forward pass worth logging (e.g. RIMs' per-unit activation frequency);
+- optionally ``core.input_weights() -> list[UnitSlice]``: every weight that reads the input
+  ``x``, with the axis its features lie on (``agents/units.py``), so that a re-initialised
+  torso feature's outgoing weights can be set to 0 (ReDo, ``learner.redo``). ``lstm``,
+  ``mi_lstm``, ``alstm`` and ``rims`` (flat input) declare it.
 
 A new core is one file here plus one import line below.
 """

@@ -51,6 +51,7 @@ from torch import nn
 
 from agents.cores.contract import CORES, State, mask_state
 from agents.registry import typed_options
+from agents.units import UnitSlice
 
 
 @dataclass(frozen=True)
@@ -99,6 +100,14 @@ class ALSTMCore(nn.Module):
         # D^(s,0) [4H each].
         self._split = [D, H, 4 * H, 4 * H, 4 * H]
         self.policy = nn.Linear(A, sum(self._split), bias=False)
+
+    def input_weights(self) -> list[UnitSlice]:
+        """Where the input's features are read: ``W^s`` [4H, D] and the adaptation's x weights.
+
+        The columns of ``W^s`` and the rows of the adaptation model's ``x`` weights [D, 4A];
+        the sub-policy ``D^(3)`` scales x before ``W^s``, so no other weight reads it.
+        """
+        return [UnitSlice(self.weight_ih, 1), UnitSlice(self.adapt_ix, 0)]
 
     def initial_state(self, batch_size: int, device=None) -> State:
         """Zero ``(h, c, z, c_z)``: [B, hidden_size] twice, then [B, adaptation_size] twice."""

@@ -23,6 +23,7 @@ from torch import nn
 
 from agents.cores.contract import CORES, State, mask_state
 from agents.registry import check_choices, typed_options
+from agents.units import UnitSlice
 
 _CUDNN_PACKS = "RNN module weights are not part of single contiguous chunk"
 # A padding step's pre-activation of the input and forget gates (``resets: rows``): their
@@ -71,6 +72,10 @@ class LSTMCore(nn.Module):
                 nn.init.orthogonal_(weight, gain=1.0)  # the [4H, D] matrix as one
             for bias in (self.cell.bias_ih, self.cell.bias_hh):
                 nn.init.zeros_(bias)
+
+    def input_weights(self) -> list[UnitSlice]:
+        """Where the input's features are read: the columns of ``W_ih`` [4H, D]."""
+        return [UnitSlice(self.cell.weight_ih, 1)]
 
     def initial_state(self, batch_size: int, device=None) -> State:
         """Zero ``(h, c)``, each ``[B, hidden_size]`` in the cell's dtype."""

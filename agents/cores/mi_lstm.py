@@ -31,6 +31,7 @@ from torch import nn
 
 from agents.cores.contract import CORES, State, mask_state
 from agents.registry import typed_options
+from agents.units import UnitSlice
 
 
 @dataclass(frozen=True)
@@ -64,6 +65,10 @@ class MILSTMCore(nn.Module):
         self.beta2 = nn.Parameter(torch.full((4 * H,), 0.5))  # scales W x
         self.bias = nn.Parameter(torch.zeros(4 * H))
         self.output_size = H
+
+    def input_weights(self) -> list[UnitSlice]:
+        """Where the input's features are read: the rows of ``W`` [D, 4H]."""
+        return [UnitSlice(self.weight_ih, 0)]
 
     def initial_state(self, batch_size: int, device=None) -> State:
         """Zero ``(h, c)``, each ``[B, hidden_size]``."""

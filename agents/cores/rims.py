@@ -94,6 +94,7 @@ from torch import nn
 
 from agents.cores.contract import CORES, State, mask_state
 from agents.registry import check_choices, typed_options
+from agents.units import UnitSlice
 
 
 @dataclass(frozen=True)
@@ -202,6 +203,13 @@ class RIMsCore(nn.Module):
         self.input_dropout = nn.Dropout(cfg.input_dropout)
         self.comm_dropout = nn.Dropout(cfg.comm_dropout)
         self._activation_frequency = torch.zeros(U)
+
+    def input_weights(self) -> list[UnitSlice]:
+        """Where a flat input's features are read: the key and value maps' columns.
+
+        The input attention's ``W^e`` and ``W^v`` (eq. 2), the only weights that read the input.
+        """
+        return [UnitSlice(self.key.weight, 1), UnitSlice(self.value.weight, 1)]
 
     def initial_state(self, batch_size: int, device=None) -> State:
         """Zero ``(h, c)`` (``(h,)`` with ``cell="gru"``), each ``[B, num_units, unit_size]``."""

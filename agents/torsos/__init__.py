@@ -47,6 +47,11 @@ torso is an ``nn.Module`` registered in ``TORSOS`` and honours one contract
   input statistics a torso keeps (``input_norm: running``), a no-op otherwise. The learner
   calls it once per batch, before the batch's steps; ``forward`` and ``probe`` only read
   them, so a runner acts with those of the weights it was sent;
+- optionally ``unit_links() -> {layer: UnitLayer}`` and ``fresh_parameters(module,
+  generator)``: where each probed unit's incoming and outgoing weights sit and a fresh draw
+  of a layer's weights (``agents/units.py``), for ReDo (``learner.redo``); a class method
+  ``recycle_problem(config, as_set)`` says in one line why not. ``shallow`` and ``nature``
+  declare them; ``resnet``'s residual blocks read a unit on two paths, so it does not;
 
 Options every torso takes (``TorsoConfig``): ``hidden_size``, the instruction's reading
 (``bow``: mean of word embeddings; MiniGrid missions are short and order rarely matters,

@@ -14,10 +14,15 @@ A torso is ``ConvTorso`` with its own ``Config`` and ``trunk`` (``shallow.py``, 
   the embedded words, its last output);
 - the ``init`` of every conv and linear weight;
 - ``probe``: the post-ReLU activations of each declared layer (the contract, in
-  ``agents/torsos/__init__.py``).
+  ``agents/torsos/__init__.py``);
+- ``unit_links`` and ``fresh_parameters``: where each probed unit's weights sit and a fresh
+  draw of them, for re-initialising dormant units (``agents/units.py``; a trunk that is a
+  plain stack of convs and ReLUs, ``ReluStack``, and a linear layer without LayerNorm).
 """
 
 from __future__ import annotations
+
+import math
 
 import torch
 import torch.nn.functional as F
@@ -26,6 +31,7 @@ from torch import nn
 from agents.registry import typed_options
 from agents.torsos.contract import TorsoConfig
 from agents.torsos.input_norm import RunningNorm, centre_frames
+from agents.units import UnitLayer, UnitSlice
 
 
 class ReluStack(nn.Sequential):
@@ -122,8 +128,68 @@ class ConvTorso(nn.Module):
         if cfg.init == "orthogonal":
             for layer in (*self.conv.modules(), self.fc):
                 if isinstance(layer, (nn.Conv2d, nn.Linear)):
-                    nn.init.orthogonal_(layer.weight, gain=nn.init.calculate_gain("relu"))
-                    nn.init.zeros_(layer.bias)
+                    _orthogonal(layer.weight, layer.bias)
+
+    @classmethod
+    def recycle_problem(cls, config: TorsoConfig, as_set: bool) -> str | None:
+        """Why this torso's units cannot be re-initialised one by one, in one line; else None.
+
+        Each probed unit needs one layer that reads it (``unit_links``): a trunk that is a
+        plain ``ReluStack`` and a linear layer whose units are independent (no LayerNorm).
+        """
+        name = cls.__name__
+        if as_set:
+            return (f"{name} read as a set (a spatial core) has no linear layer whose units a "
+                    "core's input weights read one by one")
+        if config.norm != "none":
+            return (f"agent.torso_options.norm={config.norm}: a LayerNorm ties each fc unit to "
+                    "the others, so one unit cannot be re-initialised alone")
+        if not isinstance(cls.trunk(1, config), ReluStack):
+            return (f"{name}'s trunk is not a plain stack of convs and ReLUs (residual blocks "
+                    "read a unit on two paths), so its units have no single next layer")
+        return None
+
+    def unit_links(self) -> dict[str, UnitLayer]:
+        """Each probed layer's ``UnitLayer`` (``agents/units.py``), input to output.
+
+        A conv's units are its output channels: incoming ``weight[c]`` and ``bias[c]``,
+        outgoing the next conv's ``weight[:, c]``, or for the last conv the linear layer's
+        columns of channel ``c`` (its ``positions`` inputs, channel-major). ``fc``'s outgoing
+        weights are the core's (``Agent.unit_links``): none here. Raises ValueError with
+        ``recycle_problem``'s line where there is one.
+        """
+        problem = self.recycle_problem(self.config, self.as_set)
+        if problem:
+            raise ValueError(problem)
+        convs = [m for m in self.conv if isinstance(m, nn.Conv2d)]
+        links = {}
+        for i, (name, conv) in enumerate(zip(self.conv.layers, convs, strict=True)):
+            out = ([UnitSlice(convs[i + 1].weight, 1)] if i + 1 < len(convs)
+                   else [UnitSlice(self.fc.weight, 1, self.positions)])
+            links[name] = UnitLayer(conv, [UnitSlice(conv.weight, 0), UnitSlice(conv.bias, 0)],
+                                    out)
+        links["fc"] = UnitLayer(self.fc, [UnitSlice(self.fc.weight, 0),
+                                          UnitSlice(self.fc.bias, 0)])
+        return links
+
+    def fresh_parameters(self, module: nn.Module,
+                         generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+        """A fresh ``(weight, bias)`` for ``module`` (a conv or the linear) from the torso's init.
+
+        Drawn with ``generator`` on the CPU (the global stream untouched).
+        ``orthogonal``: an orthogonal weight of ReLU gain, zero bias (as at construction);
+        ``torch``: PyTorch's ``reset_parameters`` for conv and linear layers (kaiming-uniform
+        with a = sqrt 5; bias uniform in +-1/sqrt(fan_in)).
+        """
+        weight = torch.empty(module.weight.shape)
+        bias = torch.empty(module.bias.shape)
+        if self.config.init == "orthogonal":
+            _orthogonal(weight, bias, generator)
+        else:
+            nn.init.kaiming_uniform_(weight, a=math.sqrt(5), generator=generator)
+            bound = 1.0 / math.sqrt(weight[0].numel())
+            bias.uniform_(-bound, bound, generator=generator)
+        return weight, bias
 
     def _instruction(self, tokens: torch.Tensor) -> torch.Tensor:
         """``tokens`` [N, L] int64 (0 = padding) -> [N, instruction_size]."""
@@ -233,3 +299,10 @@ class ConvTorso(nn.Module):
         if self.fc is not None:
             layers.append(self._fc(layers[-1]))
         return {name: y.flatten(1) for name, y in zip(self.probe_layers, layers, strict=True)}
+
+
+def _orthogonal(weight: torch.Tensor, bias: torch.Tensor,
+                generator: torch.Generator | None = None) -> None:
+    """The ``orthogonal`` init in place: orthogonal weight of ReLU gain sqrt 2, zero bias."""
+    nn.init.orthogonal_(weight, gain=nn.init.calculate_gain("relu"), generator=generator)
+    nn.init.zeros_(bias)

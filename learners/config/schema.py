@@ -142,6 +142,20 @@ class MonitorConfig:
 
 
 @dataclass(frozen=True)
+class RedoConfig:
+    """The ``learner.redo:`` section: re-initialise dormant torso units (ReDo), off by default."""
+
+    # every this many updates (0: never), re-initialise the torso units that are tau-dormant
+    # on the first frames of the update's batch: fresh incoming weights, zero outgoing weights
+    # and optimizer state (Sokar et al. 2023, algorithm 1; learners/update/redo.py)
+    every: int = ranged(0, 0)
+    tau: float = ranged(0.025, 0, 1, False, True)  # a unit scoring at most tau is dormant
+    # observations scored (at most unroll_length x the batch's envs); unset: 256 or the
+    # whole batch when smaller
+    frames: int | None = ranged(None, 2)
+
+
+@dataclass(frozen=True)
 class LearnerSettings:
     """The ``learner:`` section: the algorithm, its targets and loss, and the learner's device."""
 
@@ -191,6 +205,7 @@ class LearnerSettings:
     capture_grad_norm: float = ranged(0.0, 0)
     optimizer: OptimizerConfig = field(default_factory=OptimizerConfig)
     monitor: MonitorConfig = field(default_factory=MonitorConfig)
+    redo: RedoConfig = field(default_factory=RedoConfig)
 
 
 _LEARNER_CLASSES: dict[tuple, type] = {}

@@ -61,6 +61,7 @@ def validate(cfg, runtime: bool = True):
     if runtime:
         _check_task_dealing(cfg)
         _check_monitor(cfg, algorithm)
+        _check_redo(cfg, algorithm)
         problem = algorithm.check(cfg)
         if problem:
             raise ConfigError(problem)
@@ -109,6 +110,24 @@ def _check_monitor(cfg, algorithm) -> None:
             f"learner.monitor.frames={M.frames} is more than one update holds "
             f"(learner.unroll_length {T} x {envs} envs = {T * envs} observations); lower it, "
             "leave it unset (256 or the whole batch) or set learner.monitor.every=0")
+
+
+def _check_redo(cfg, algorithm) -> None:
+    """ReDo's scored batch fits in one update, and the agent can say where its units sit."""
+    from agents.agent import recycle_problem
+
+    R, T = cfg.learner.redo, cfg.learner.unroll_length
+    if not R.every:
+        return
+    envs = algorithm.unrolls_per_update(cfg) * cfg.runtime.envs_per_runner
+    if R.frames is not None and R.frames > T * envs:
+        raise ConfigError(
+            f"learner.redo.frames={R.frames} is more than one update holds "
+            f"(learner.unroll_length {T} x {envs} envs = {T * envs} observations); lower it "
+            "or leave it unset (256 or the whole batch)")
+    problem = recycle_problem(cfg.agent)
+    if problem:
+        raise ConfigError(f"learner.redo.every={R.every}: {problem}")
 
 
 def _check_option_ranges(options: Any, key: str) -> None:

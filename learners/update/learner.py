@@ -31,6 +31,10 @@ they ride out with the weights and into checkpoints.
 Torso monitor: every ``learner.monitor.every`` updates, the update's first frames go through
 the torso's probe before its steps, and the shares of inactive and dormant units and the
 policy's spread ride out in the ``UpdateReport`` (``learners/update/monitor.py``).
+
+ReDo: with ``learner.redo.every`` set, every that many updates the torso's tau-dormant units
+on the update's first frames are re-initialised before its steps (``learners/update/redo.py``);
+the counts ride out as ``redo/<layer>``.
 """
 
 from __future__ import annotations
@@ -50,6 +54,7 @@ from learners.update.device import resolve_device, to_cpu, use_full_float32
 from learners.update.malloc import keep_freed_memory
 from learners.update.monitor import TorsoMonitor
 from learners.update.optim import make_optimizer, match_groups, parameter_groups
+from learners.update.redo import Recycler
 from learners.update.report import UpdateReport
 from learners.update.schedule import lr_at
 
@@ -121,6 +126,9 @@ class Learner:
         self.frames_per_step = spec["frames_per_step"]
         # inactive and dormant torso units, every learner.monitor.every updates
         self.monitor = TorsoMonitor(self.agent.torso, self.lcfg.monitor)
+        # ReDo: dormant torso units re-initialised every learner.redo.every updates (0: never)
+        self.recycler = (Recycler(self.agent, self.optimizer, self.lcfg.redo, cfg.run.seed)
+                         if self.lcfg.redo.every else None)
 
     # ------------------------------------------------------------------ data
 
@@ -339,6 +347,10 @@ class Learner:
         # little once the statistics have settled), as a slightly stale policy does: PPO's ratio
         # and V-trace's weights see it, targets read from the runners' output do not.
         self.agent.observe({k: v[:-1] for k, v in batch.obs.items()})
+        # ReDo before the steps, so the recycled units take part in this update's; the monitor
+        # then probes the weights the steps start from
+        recycled = (self.recycler.recycle(batch, self.version)
+                    if self.recycler is not None and self.recycler.due(self.version) else {})
         # before the steps: with the update's starting weights, and read after them (no sync)
         probe = self.monitor.start(batch) if self.monitor.due(self.version) else None
         self.step_skipped = False
@@ -358,6 +370,7 @@ class Learner:
             batch_s=batch_s,
             skipped_updates=float(self.skipped_updates),
         )
+        metrics.update(recycled)
         for k, v in self.agent.diagnostics().items():
             v = v.detach().cpu().reshape(-1)
             for i, x in enumerate(v.tolist()):

@@ -41,19 +41,35 @@ def layer_tags(layer: str) -> tuple[str, str]:
     return f"torso/{layer}/inactive", f"torso/{layer}/dormant"
 
 
-def layer_shares(h: torch.Tensor, channels: int, tau: float) -> tuple[torch.Tensor, torch.Tensor]:
-    """``(inactive, dormant)`` shares of one layer's units, 0-d tensors (module docstring).
+def unit_scores(h: torch.Tensor, channels: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(off, score)`` per unit of one layer, each ``[channels]`` (module docstring).
 
     ``h``: post-ReLU activations ``[N, units]``, ``units = channels x positions``,
-    channel-major; each channel is one unit, averaged over its positions.
+    channel-major; each channel is one unit, averaged over its positions. ``off``: True where
+    the unit is 0 on every frame and position; ``score``: Sokar et al.'s ``s_i``.
     """
     per = h.reshape(h.shape[0], channels, -1).abs()  # [N, channels, positions]
-    inactive = (per.amax(dim=(0, 2)) == 0).float().mean()
+    off = per.amax(dim=(0, 2)) == 0
     mean = per.mean(dim=(0, 2))  # mean_x |h_i(x)|, positions averaged per channel
     # An all-zero layer scores 0 (dormant), not 0/0; a positive mean is at least float32's
     # smallest normal number, so the clamp changes no other score.
-    score = mean / mean.mean().clamp_min(torch.finfo(mean.dtype).tiny)
-    return inactive, (score <= tau).float().mean()
+    return off, mean / mean.mean().clamp_min(torch.finfo(mean.dtype).tiny)
+
+
+def layer_shares(h: torch.Tensor, channels: int, tau: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(inactive, dormant)`` shares of one layer's units, 0-d tensors (module docstring)."""
+    off, score = unit_scores(h, channels)
+    return off.float().mean(), (score <= tau).float().mean()
+
+
+def probe_frames(batch, frames: int | None) -> torch.Tensor:
+    """The first ``frames`` observations of ``batch`` (a ``Batch``), a probe's frames.
+
+    Its unroll's ``T`` rows in time-major order (row 0 of every column, then row 1, ...): a
+    fixed slice, no random draw. ``frames`` unset: 256 or all there are.
+    """
+    pixels = batch.obs["pixels"][:batch.unroll_length].flatten(0, 1)
+    return pixels[:frames or min(256, len(pixels))]
 
 
 def policy_spread(logits: torch.Tensor) -> torch.Tensor:
@@ -138,10 +154,6 @@ class TorsoMonitor:
         """Whether the update that starts from policy ``version`` probes (0, every, 2 every...)."""
         return self.config.every > 0 and version % self.config.every == 0
 
-    def frames(self, available: int) -> int:
-        """Frames a probe reads: ``learner.monitor.frames``, or unset 256 or all there are."""
-        return self.config.frames or min(256, available)
-
     def start(self, batch) -> Pending:
         """Probe the first frames of ``batch`` (a ``Batch``) with the weights it starts from.
 
@@ -150,11 +162,9 @@ class TorsoMonitor:
         draw. The policy on them is the one the runners recorded (``behaviour_logits``; with
         policy lag, from weights a few updates older), which costs no forward pass.
         """
-        T = batch.unroll_length
-        pixels = batch.obs["pixels"][:T].flatten(0, 1)
-        n = self.frames(len(pixels))
-        logits = batch.behaviour_logits[:T].flatten(0, 1)[:n]
-        return Pending(measure(self.torso, pixels[:n], logits, self.config.tau))
+        pixels = probe_frames(batch, self.config.frames)
+        logits = batch.behaviour_logits[:batch.unroll_length].flatten(0, 1)[:len(pixels)]
+        return Pending(measure(self.torso, pixels, logits, self.config.tau))
 
 
 class BlindWatch:
