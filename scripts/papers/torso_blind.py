@@ -1,0 +1,215 @@
+r"""``python -m scripts.papers.torso_blind``: the torso-blindness rule, read from the probes.
+
+Reads the probe table a compare writes (``csv.probes``: ``variant, seed, frames, tag, value``,
+the torso monitor's series; ``learner.monitor``) and applies the definitions that
+``configs/studies/study_torso_blind_pilot.yaml`` and ``study_torso_blind.yaml`` fixed before
+their trials ran (docs/results/torso-health.md). Runs nothing.
+
+- A probe is **blind** when some torso layer is wholly inactive (``torso/<layer>/inactive``
+  = 1) or at least ``--fc-share`` (0.8) of the fc units are inactive (``torso/fc/inactive``).
+- A trial is **blind from** the first of ``--run`` (3) blind probes in a row and **sees
+  again** at the first of ``--run`` probes in a row that are not blind; a trial can go blind
+  and see again several times (its spans).
+- ``--pilot``: the main study's budget F, the smallest of 1.0, 1.5, 2.0 and 2.5M frames
+  such that no trial is blind at its last probe at or before F and later sees
+  again within its frames (a span that holds that probe and ends after it); the largest
+  candidate when none qualifies or no trial goes blind.
+- ``--budget F``: per variant, the trials blind at their last probe at or before F, k of n,
+  with a 95% Clopper-Pearson (exact binomial) interval, and the trials ever blind before F.
+
+It prints a markdown table per trial (its spans, and at its last probe the fc share inactive
+and the policy's spread) and the rule's outcome.
+
+    python -m scripts.papers.torso_blind \
+        docs/results/data/study_torso_blind_pilot_probes.csv --pilot
+    python -m scripts.papers.torso_blind \
+        docs/results/data/study_torso_blind_probes.csv --budget 2.5e6
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import sys
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from scipy.stats import binomtest
+
+FC = "torso/fc/inactive"
+SPREAD = "policy/spread"
+CANDIDATES = (1.0e6, 1.5e6, 2.0e6, 2.5e6)
+
+
+@dataclass
+class Trial:
+    """One trial's probes: ``frames`` ascending, each with its ``{tag: value}``."""
+
+    variant: str
+    seed: int
+    probes: dict[int, dict[str, float]] = field(default_factory=dict)
+
+    @property
+    def frames(self) -> list[int]:
+        """The probes' frames, ascending."""
+        return sorted(self.probes)
+
+    def last_at(self, budget: float) -> int | None:
+        """The frames of the last probe at or before ``budget``; None when there is none."""
+        before = [f for f in self.frames if f <= budget]
+        return before[-1] if before else None
+
+
+def read(path: Path) -> list[Trial]:
+    """The probe table at ``path`` as trials, in the order they first appear."""
+    trials: dict[tuple[str, int], Trial] = {}
+    with open(path, newline="") as f:
+        for row in csv.DictReader(f):
+            key = (row["variant"], int(row["seed"]))
+            trial = trials.setdefault(key, Trial(*key))
+            trial.probes.setdefault(int(row["frames"]), {})[row["tag"]] = float(row["value"])
+    return list(trials.values())
+
+
+def is_blind(probe: dict[str, float], fc_share: float = 0.8) -> bool:
+    """Whether one probe is blind: a wholly inactive layer, or fc inactive at ``fc_share``."""
+    whole = any(tag.startswith("torso/") and tag.endswith("/inactive") and value >= 1.0
+                for tag, value in probe.items())
+    return whole or probe.get(FC, 0.0) >= fc_share
+
+
+def spans(trial: Trial, run: int = 3, fc_share: float = 0.8) -> list[tuple[int, int | None]]:
+    """``[(blind_from, sees_again or None), ...]``: the trial's blind spans, in order.
+
+    Blind from the first of ``run`` blind probes in a row; sees again at the first of ``run``
+    probes in a row that are not blind (None: not within its probes).
+    """
+    frames = trial.frames
+    flags = [is_blind(trial.probes[f], fc_share) for f in frames]
+    out: list[tuple[int, int | None]] = []
+    blind_since, i = None, 0
+    while i + run <= len(flags):
+        window = flags[i:i + run]
+        if blind_since is None and all(window):
+            blind_since = frames[i]
+            i += run
+            continue
+        if blind_since is not None and not any(window):
+            out.append((blind_since, frames[i]))
+            blind_since = None
+            i += run
+            continue
+        i += 1
+    if blind_since is not None:
+        out.append((blind_since, None))
+    return out
+
+
+def blind_at(trial: Trial, budget: float, run: int = 3,
+             fc_share: float = 0.8) -> tuple[int, int | None] | None:
+    """The span that holds the trial's last probe at or before ``budget``; None if none does."""
+    last = trial.last_at(budget)
+    if last is None:
+        return None
+    for start, end in spans(trial, run, fc_share):
+        if start <= last and (end is None or end > last):
+            return start, end
+    return None
+
+
+def pilot_budget(trials: list[Trial], candidates=CANDIDATES, run: int = 3,
+                 fc_share: float = 0.8) -> tuple[float, dict[float, list[str]]]:
+    """``(F, why)``: the pilot's rule (module docstring).
+
+    ``why[candidate]`` names the trials blind at that candidate that saw again later. When no
+    trial goes blind at all, F is the largest candidate (the rule's "none goes blind").
+    """
+    why: dict[float, list[str]] = {}
+    if not any(spans(t, run, fc_share) for t in trials):
+        return candidates[-1], why
+    for budget in candidates:
+        why[budget] = [f"{t.variant} seed {t.seed}" for t in trials
+                       if (span := blind_at(t, budget, run, fc_share)) and span[1] is not None]
+        if not why[budget]:
+            return budget, why
+    return candidates[-1], why
+
+
+def clopper_pearson(k: int, n: int) -> tuple[float, float]:
+    """The 95% Clopper-Pearson interval of ``k`` successes in ``n`` trials."""
+    ci = binomtest(k, n).proportion_ci(confidence_level=0.95, method="exact")
+    return float(ci.low), float(ci.high)
+
+
+def trial_table(trials: list[Trial], run: int, fc_share: float) -> list[str]:
+    """Markdown rows: each trial's spans and its last probe."""
+    lines = ["| variant | seed | probes | last probe (frames) | fc inactive | policy spread "
+             "| blind spans (from - sees again) |",
+             "| --- | ---: | ---: | ---: | ---: | ---: | --- |"]
+    for t in trials:
+        last = t.frames[-1]
+        probe = t.probes[last]
+        shown = ", ".join(f"{a:,} - {'' if b is None else f'{b:,}'}"
+                          for a, b in spans(t, run, fc_share)) or "never blind"
+        lines.append(f"| {t.variant} | {t.seed} | {len(t.frames)} | {last:,} "
+                     f"| {probe.get(FC, float('nan')):.3f} | {probe.get(SPREAD, float('nan')):.4f} "
+                     f"| {shown} |")
+    return lines
+
+
+def budget_table(trials: list[Trial], budget: float, run: int, fc_share: float) -> list[str]:
+    """Markdown rows per variant: blind at ``budget`` k of n with its interval, ever blind."""
+    by: dict[str, list[Trial]] = defaultdict(list)
+    for t in trials:
+        by[t.variant].append(t)
+    lines = [f"| variant | blind at {budget:,.0f} frames | 95% Clopper-Pearson | ever blind "
+             "before | short of the budget |", "| --- | ---: | --- | ---: | --- |"]
+    for variant, group in by.items():
+        k = sum(blind_at(t, budget, run, fc_share) is not None for t in group)
+        ever = sum(any(a <= budget for a, _ in spans(t, run, fc_share)) for t in group)
+        low, high = clopper_pearson(k, len(group))
+        short = ", ".join(f"seed {t.seed} ({t.frames[-1]:,})" for t in group
+                          if t.frames[-1] < budget) or "none"
+        lines.append(f"| {variant} | {k} of {len(group)} | [{low:.3f}, {high:.3f}] "
+                     f"| {ever} of {len(group)} | {short} |")
+    return lines
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Print the tables; 2 with a one-line error for a missing or empty table."""
+    p = argparse.ArgumentParser(prog="python -m scripts.papers.torso_blind",
+                                description=__doc__.split("\n\n")[0])
+    p.add_argument("probes", type=Path, help="a compare's probe table (csv.probes)")
+    mode = p.add_mutually_exclusive_group()
+    mode.add_argument("--pilot", action="store_true", help="apply the pilot's rule for F")
+    mode.add_argument("--budget", type=float, help="blind trials at F frames per variant")
+    p.add_argument("--run", type=int, default=3, help="probes in a row that start or end a span")
+    p.add_argument("--fc-share", type=float, default=0.8, help="fc share inactive that is blind")
+    a = p.parse_args(argv)
+    if not a.probes.is_file():
+        print(f"error: no probe table at {a.probes} (mira compare FILE --report writes it)",
+              file=sys.stderr)
+        return 2
+    trials = read(a.probes)
+    if not trials:
+        print(f"error: {a.probes} holds no probes yet", file=sys.stderr)
+        return 2
+    print("\n".join(trial_table(trials, a.run, a.fc_share)))
+    if a.pilot:
+        budget, why = pilot_budget(trials, run=a.run, fc_share=a.fc_share)
+        print()
+        if not why:
+            print("- no trial went blind")
+        for candidate, names in why.items():
+            print(f"- {candidate:,.0f}: " + (f"blind there and saw again later: {', '.join(names)}"
+                                             if names else "no trial blind there saw again"))
+        print(f"\nF = {budget:,.0f} frames")
+    if a.budget:
+        print()
+        print("\n".join(budget_table(trials, a.budget, a.run, a.fc_share)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

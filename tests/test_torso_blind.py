@@ -1,0 +1,80 @@
+"""The torso-blindness study's declared rule (scripts/papers/torso_blind.py), on made-up probes.
+
+Spans by hand: three blind probes in a row start one at the first of them, three seeing ones
+end it; a wholly inactive conv layer is blind whatever the fc share; the pilot's F is the
+smallest candidate where no trial blind there sees again later, the cap when none is or no
+trial goes blind; the study's count has its exact binomial interval.
+"""
+
+from __future__ import annotations
+
+import csv
+
+import pytest
+
+from scripts.papers import torso_blind as tb
+
+STEP = 102_400
+
+
+def table(path, trials: dict[tuple[str, int], list[tuple[float, float]]]):
+    """A probe csv: per trial a list of (fc inactive, conv1 inactive) at probes 0, STEP, ..."""
+    with open(path, "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["variant", "seed", "frames", "tag", "value"])
+        for (variant, seed), probes in trials.items():
+            for i, (fc, conv1) in enumerate(probes):
+                frames = (i + 1) * STEP
+                w.writerow([variant, seed, frames, "torso/conv1/inactive", conv1])
+                w.writerow([variant, seed, frames, "torso/fc/inactive", fc])
+                w.writerow([variant, seed, frames, "policy/spread", 0.1])
+    return path
+
+
+SEE, BLIND, DEAD_CONV = (0.1, 0.0), (0.85, 0.0), (0.3, 1.0)
+
+
+def test_spans_start_and_end_at_the_first_of_three(tmp_path):
+    probes = [SEE, BLIND, BLIND, SEE, BLIND, BLIND, BLIND, SEE, BLIND, SEE, SEE, SEE, DEAD_CONV,
+              DEAD_CONV, DEAD_CONV]
+    (trial,) = tb.read(table(tmp_path / "p.csv", {("a", 0): probes}))
+    at = lambda i: (i + 1) * STEP  # noqa: E731
+    # blind from probe 4 (three in a row); probes 7-9 are not three seeing ones (8 is blind);
+    # 9, 10, 11 see: sees again at 9; a dead conv1 from probe 12 is blind to the end
+    assert tb.spans(trial) == [(at(4), at(9)), (at(12), None)]
+    assert tb.blind_at(trial, at(6)) == (at(4), at(9))
+    assert tb.blind_at(trial, at(9)) is None
+    assert tb.blind_at(trial, at(14)) == (at(12), None)
+    assert tb.blind_at(trial, 0) is None  # no probe yet
+    assert tb.spans(trial, run=4) == []  # no four blind probes in a row
+    assert tb.is_blind({"torso/fc/inactive": 0.8}) and not tb.is_blind({"torso/fc/inactive": 0.79})
+
+
+def test_the_pilot_budget_follows_the_declared_rule(tmp_path):
+    n = 30  # probes to 3.07M frames
+    seeing = [SEE] * n
+    # blind from probe 8 (0.92M) to probe 17 (1.84M): blind at 1.0 and 1.5M, seeing by 2.0M
+    recovers = [SEE] * 8 + [BLIND] * 9 + [SEE] * (n - 17)
+    for_good = [SEE] * 5 + [BLIND] * (n - 5)
+    trials = tb.read(table(tmp_path / "p.csv", {("ppo", 0): recovers, ("ppo", 1): for_good,
+                                                ("impala", 0): seeing}))
+    budget, why = tb.pilot_budget(trials)
+    assert budget == 2.0e6
+    assert why[1.0e6] == why[1.5e6] == ["ppo seed 0"]
+    assert why[2.0e6] == []
+    # nobody blind: the cap; somebody blind at every candidate who sees again: the cap
+    assert tb.pilot_budget(tb.read(table(tmp_path / "q.csv", {("x", 0): seeing})))[0] == 2.5e6
+    late = [SEE] * 2 + [BLIND] * 25 + [SEE] * 3
+    assert tb.pilot_budget(tb.read(table(tmp_path / "r.csv", {("x", 0): late})))[0] == 2.5e6
+
+
+def test_the_study_count_has_its_exact_interval(tmp_path, capsys):
+    trials = {("cell", s): ([SEE] * 3 + [BLIND] * 25) if s < 2 else [SEE] * 28 for s in range(8)}
+    path = table(tmp_path / "p.csv", trials)
+    assert tb.clopper_pearson(2, 8) == pytest.approx((0.0319, 0.6509), abs=1e-4)
+    assert tb.clopper_pearson(0, 8) == pytest.approx((0.0, 0.3694), abs=1e-4)
+    assert tb.main([str(path), "--budget", "2.5e6"]) == 0
+    out = capsys.readouterr().out
+    assert "| cell | 2 of 8 | [0.032, 0.651] | 2 of 8 | none |" in out
+    assert tb.main([str(tmp_path / "missing.csv")]) == 2
+    assert "no probe table at" in capsys.readouterr().err
