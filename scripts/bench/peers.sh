@@ -7,10 +7,12 @@
 # signal, so every tool writes its figures):
 #   1. mira configs/ppo_atari.yaml with the Nature CNN and no core (8 envs, T=128, 4 epochs x
 #      4 minibatches: CleanRL's PPO settings);
-#   2. CleanRL ppo_atari_envpool.py, 8 envs on 2 threads;
-#   3. CleanRL ppo_atari.py (gymnasium + ale-py), 8 envs;
-#   4. mira configs/impala_atari.yaml (APPO) with the Nature CNN and no core;
-#   5. Sample Factory APPO (--async_rl=True), 2 workers x 4 envs, its Atari preset otherwise.
+#   2. the same on the gymnasium backend (one wrapped env per env, as CleanRL's ppo_atari.py;
+#      mira's default, ale_vector, is ale-py's C++ vector env, as envpool is a C++ pool);
+#   3. CleanRL ppo_atari_envpool.py, 8 envs on 2 threads;
+#   4. CleanRL ppo_atari.py (gymnasium + ale-py), 8 envs;
+#   5. mira configs/impala_atari.yaml (APPO) with the Nature CNN and no core;
+#   6. Sample Factory APPO (--async_rl=True), 2 workers x 4 envs, its Atari preset otherwise.
 # Each prints frames/s end to end, learning included (CleanRL's SPS is agent steps/s since its
 # start: x4 frames). DIR holds the peers' harness scripts (CleanRL's two Atari PPO scripts
 # patched for gymnasium 1.x, Sample Factory's Atari launcher and its log reader sf_fps.py);
@@ -38,6 +40,11 @@ for r in $(seq 1 "$ROUNDS"); do
   timeout -s INT "$S" mira train configs/ppo_atari.yaml env.game=Pong $NATURE_FF \
     run.dir="$OUT/mira_ppo_$r" --quiet > "$OUT/mira_ppo.$r.log" 2>&1
   echo "$(date +%T) round $r mira ppo_atari nature feed-forward: $(mira_fps "$OUT/mira_ppo_$r") frames/s"
+
+  rm -rf "$OUT/mira_ppo_gym_$r"
+  timeout -s INT "$S" mira train configs/ppo_atari.yaml env.game=Pong $NATURE_FF env.backend=gymnasium \
+    run.dir="$OUT/mira_ppo_gym_$r" --quiet > "$OUT/mira_ppo_gym.$r.log" 2>&1
+  echo "$(date +%T) round $r mira ppo_atari nature feed-forward, gymnasium backend: $(mira_fps "$OUT/mira_ppo_gym_$r") frames/s"
 
   timeout -s INT "$S" "$ENVPOOL_PY" "$PEERS/ppo_atari_envpool_gymnasium.py" --env-id Pong-v5 \
     --num-envs 8 --num-threads 2 --no-cuda --total-timesteps 10000000 \
