@@ -20,13 +20,18 @@ from agents.torsos import TORSOS
 from agents.units import UnitLayer
 
 
+def reads_set(cfg: AgentConfig) -> bool:
+    """Whether the core ``cfg`` names reads the torso as a set of positions (``input_form``)."""
+    core_cls = CORES.get(cfg.core)
+    return input_form(core_cls, typed_options(core_cls.Config, cfg.core_options)) == "spatial"
+
+
 def agent_problem(cfg: AgentConfig) -> str | None:
     """Why the components ``cfg`` names cannot make one agent, in one line; None when they can.
 
     Checked where configs load (learners/config/schema.py) and where an agent is built.
     """
-    core_cls = CORES.get(cfg.core)
-    spatial = input_form(core_cls, typed_options(core_cls.Config, cfg.core_options)) == "spatial"
+    spatial = reads_set(cfg)
     norm = getattr(typed_options(TORSOS.get(cfg.torso).Config, cfg.torso_options), "norm", "none")
     if spatial and norm != "none":
         return (f"agent.torso_options.norm={norm} normalises the torso's linear layer, which a "
@@ -41,12 +46,10 @@ def recycle_problem(cfg: AgentConfig) -> str | None:
     probed unit's weights sit.
     """
     torso_cls, core_cls = TORSOS.get(cfg.torso), CORES.get(cfg.core)
-    core_config = typed_options(core_cls.Config, cfg.core_options)
     check = getattr(torso_cls, "recycle_problem", None)
     if check is None:
         return f"the {cfg.torso} torso does not declare where its units' weights sit"
-    problem = check(typed_options(torso_cls.Config, cfg.torso_options),
-                    input_form(core_cls, core_config) == "spatial")
+    problem = check(typed_options(torso_cls.Config, cfg.torso_options), reads_set(cfg))
     if problem:
         return f"agent.torso={cfg.torso}: {problem}"
     if getattr(core_cls, "input_weights", None) is None:

@@ -212,3 +212,12 @@ def test_agents_redo_cannot_serve_are_one_line_errors(tmp_path, overrides, says)
         load_config(None, small_overrides(tmp_path) + ["learner.redo.every=0", *overrides])
     with pytest.raises(ConfigError, match="learner.redo.every must be >= 0"):
         load_config(None, small_overrides(tmp_path) + ["learner.redo.every=-1"])
+
+
+@pytest.mark.parametrize("name", ["shallow", "nature", "resnet"])
+def test_each_torso_declares_its_trunk_as_built(name):
+    from agents.torsos import TORSOS
+    from agents.torsos.conv_torso import ReluStack
+
+    torso = TORSOS[name]({"pixels": SHAPE}, A)
+    assert type(torso).stacked_trunk == isinstance(torso.conv, ReluStack)

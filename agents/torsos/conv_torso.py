@@ -59,6 +59,9 @@ class ConvTorso(nn.Module):
     """
 
     Config: type = TorsoConfig
+    # True where ``trunk`` returns a ``ReluStack`` (each conv's units read by the next conv
+    # alone), which ``unit_links`` needs; declared, so checking it builds nothing
+    stacked_trunk: bool = False
     # Each torso defines ``trunk(in_channels, config) -> nn.Module`` as a static method: its
     # convs, ``[N, in_channels, H, W]`` float -> ``[N, C, h, w]`` after a ReLU, the module
     # having ``layers`` (names of its probed layers) and ``probe(x)`` (their post-ReLU
@@ -144,7 +147,7 @@ class ConvTorso(nn.Module):
         if config.norm != "none":
             return (f"agent.torso_options.norm={config.norm}: a LayerNorm ties each fc unit to "
                     "the others, so one unit cannot be re-initialised alone")
-        if not isinstance(cls.trunk(1, config), ReluStack):
+        if not cls.stacked_trunk:
             return (f"{name}'s trunk is not a plain stack of convs and ReLUs (residual blocks "
                     "read a unit on two paths), so its units have no single next layer")
         return None
@@ -161,6 +164,7 @@ class ConvTorso(nn.Module):
         problem = self.recycle_problem(self.config, self.as_set)
         if problem:
             raise ValueError(problem)
+        assert isinstance(self.conv, ReluStack), f"{type(self).__name__}.stacked_trunk is wrong"
         convs = [m for m in self.conv if isinstance(m, nn.Conv2d)]
         links = {}
         for i, (name, conv) in enumerate(zip(self.conv.layers, convs, strict=True)):

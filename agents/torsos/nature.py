@@ -31,6 +31,7 @@ class NatureTorso(ConvTorso):
     """The Nature DQN torso plus one-hot last action, clipped last reward and instruction."""
 
     Config = NatureConfig
+    stacked_trunk = True  # a ReluStack: its units can be re-initialised one by one
 
     @staticmethod
     def trunk(in_channels: int, config: NatureConfig) -> ReluStack:

@@ -25,6 +25,7 @@ class ShallowTorso(ConvTorso):
     """IMPALA's shallow conv torso plus one-hot last action, clipped last reward and instruction."""
 
     Config = ShallowConfig
+    stacked_trunk = True  # a ReluStack: its units can be re-initialised one by one
 
     @staticmethod
     def trunk(in_channels: int, config: ShallowConfig) -> ReluStack:
