@@ -119,6 +119,7 @@ def markdown(rows: list[dict], target: float) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Print the table for ``--cleanrl`` and/or ``--mira``; a wrong path is one line."""
     parser = argparse.ArgumentParser(prog="python -m scripts.bench.race",
                                      description=__doc__.split("\n\n")[0])
     parser.add_argument("--cleanrl", type=Path, help="CleanRL's runs/<run_name> directory")
