@@ -76,5 +76,13 @@ def test_the_study_count_has_its_exact_interval(tmp_path, capsys):
     assert tb.main([str(path), "--budget", "2.5e6"]) == 0
     out = capsys.readouterr().out
     assert "| cell | 2 of 8 | [0.032, 0.651] | 2 of 8 | none |" in out
+    # a trial whose last probe is within one probe of the budget has reached it; one that
+    # stopped earlier is named as short of it
+    last = int(2.5e6 // STEP) * STEP
+    cut = table(tmp_path / "c.csv", {("cell", 0): [SEE] * int(2.5e6 // STEP),
+                                     ("cell", 1): [SEE] * 10})
+    assert tb.main([str(cut), "--budget", "2.5e6"]) == 0
+    out = capsys.readouterr().out
+    assert f"seed 1 ({10 * STEP:,})" in out and f"seed 0 ({last:,})" not in out
     assert tb.main([str(tmp_path / "missing.csv")]) == 2
     assert "no probe table at" in capsys.readouterr().err

@@ -35,6 +35,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
 from scipy.stats import binomtest
 
 FC = "torso/fc/inactive"
@@ -158,6 +159,16 @@ def trial_table(trials: list[Trial], run: int, fc_share: float) -> list[str]:
     return lines
 
 
+def _short(t: Trial, budget: float) -> bool:
+    """Whether the trial stopped short of ``budget`` (a probe due by then is missing).
+
+    Its probes' own spacing says which probe was due; the last one at or before ``budget``
+    is the budget's.
+    """
+    step = float(np.median(np.diff(t.frames))) if len(t.frames) > 1 else 0.0
+    return t.frames[-1] + step <= budget
+
+
 def budget_table(trials: list[Trial], budget: float, run: int, fc_share: float) -> list[str]:
     """Markdown rows per variant: blind at ``budget`` k of n with its interval, ever blind."""
     by: dict[str, list[Trial]] = defaultdict(list)
@@ -170,7 +181,7 @@ def budget_table(trials: list[Trial], budget: float, run: int, fc_share: float) 
         ever = sum(any(a <= budget for a, _ in spans(t, run, fc_share)) for t in group)
         low, high = clopper_pearson(k, len(group))
         short = ", ".join(f"seed {t.seed} ({t.frames[-1]:,})" for t in group
-                          if t.frames[-1] < budget) or "none"
+                          if _short(t, budget)) or "none"
         lines.append(f"| {variant} | {k} of {len(group)} | [{low:.3f}, {high:.3f}] "
                      f"| {ever} of {len(group)} | {short} |")
     return lines
