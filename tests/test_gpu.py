@@ -110,6 +110,28 @@ def test_cuda_update_matches_cpu_update(small_cfg, core, learner):
     assert_same_update(weights, on_cuda, on_cpu)
 
 
+@cuda
+def test_cuda_compiled_update_matches_eager(small_cfg):
+    """``learner.compile`` on CUDA (``reduce-overhead``: CUDA graphs) gives the eager update.
+
+    Two updates, so the second replays the graphs the first recorded.
+    """
+    over = {"learner.device": "cuda", "learner.minibatches": 2,
+            "agent.core_options": "{hidden_size: 32, resets: rows}"}
+    cfg, compiled = small_cfg(**over), small_cfg(**over, **{"learner.compile": True})
+    runner = EnvRunner(cfg.env, cfg.agent, envs_per_runner=4, unroll_length=5)
+    spec = runner.spec()
+    weights = Learner(cfg, spec).get_weights()
+    trajs = [runner.rollout(weights, 0) for _ in range(2)]
+    after = {}
+    for name, c in (("eager", cfg), ("compiled", compiled)):
+        lrn = Learner(c, spec)
+        lrn.agent.load_state_dict(weights)
+        metrics = [lrn.update(t) for t in trajs]
+        after[name] = (lrn.get_weights(), metrics[-1])
+    assert_same_update(weights, after["compiled"], after["eager"])
+
+
 @pytest.mark.parametrize("learner", ["impala", "ppo"])
 def test_cpu_mixed_precision_matches_float32(small_cfg, learner):
     """learner.mixed_precision on CPU: the forward runs in bfloat16, comes back as float32.

@@ -96,13 +96,16 @@ class LSTMCore(nn.Module):
         rounding (about 1e-7 at width 256) and 2-5x faster to train on CPU than a Python loop
         over steps, which pays dispatch for every operation of every step. Acting (T = 1)
         steps the cell's equations directly, about 2x faster than a fused call of one step,
-        and so does an unroll under autocast or with ``fused: false``.
+        and so does an unroll under autocast, with ``fused: false`` or under ``torch.compile``.
         """
         if (x.shape[0] == 1 or not self.config.fused
-                or torch.is_autocast_enabled(x.device.type)):
+                or torch.is_autocast_enabled(x.device.type) or torch.compiler.is_compiling()):
             # Acting; or under autocast (learner.mixed_precision), where the fused kernel would
             # run in bfloat16 on CPU and float16 on CUDA, state included: stepped, each step's
-            # products in autocast's precision and the cell state in float32.
+            # products in autocast's precision and the cell state in float32. Under
+            # learner.compile: stepped too, so the unroll is part of one compiled graph (the
+            # fused call's host-planned layout would break it; on CUDA the graph is replayed
+            # whole, its steps' launches included).
             # W x + b for the whole unroll in one product; only U h stays in the loop.
             xw = F.linear(x, self.cell.weight_ih, self.cell.bias_ih + self.cell.bias_hh)
             outputs = []

@@ -32,6 +32,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from agents.heads.contract import HEADS
+from agents.layers.encoding import one_hot
 from agents.layers.multiplicative import Form, Init, MultiplicativeInteraction
 from agents.registry import check_choices, typed_options
 
@@ -92,8 +93,8 @@ class MultiplicativeHead(nn.Module):
             raise ValueError("the multiplicative head with context='task_id' needs task_id "
                              "[T, B], got None; use context='learnt' for a head that never "
                              "reads the task ID")
-        one_hot = F.one_hot(task_id.long(), self.num_tasks).to(h.dtype)
-        return F.relu(self.context_net(one_hot))
+        code = one_hot(task_id, self.num_tasks, h.dtype)
+        return F.relu(self.context_net(code))
 
     def forward(self, h: torch.Tensor, task_id: torch.Tensor | None = None):
         """h: [T, B, H], task_id: [T, B] or None -> (logits [T, B, A], value [T, B])."""

@@ -2,7 +2,8 @@
 
 - ``multiplicative``: the multiplicative interaction M(x, z) (Jayakumar et al. 2020, eq. 1);
 - ``arithmetic``: NAU and NMU (Madsen & Johansen 2020) and the NAC+, NAC*, NALU baselines;
-- ``adaptive``: the IO-adaptive feed-forward layer (Flennerhag et al. 2018, eq. 3).
+- ``adaptive``: the IO-adaptive feed-forward layer (Flennerhag et al. 2018, eq. 3);
+- ``encoding``: one-hot codes without a host read of the indices.
 """
 
 from agents.layers.adaptive import AdaptiveLinear
@@ -16,6 +17,7 @@ from agents.layers.arithmetic import (
     regularizer_scale,
     sparsity_error,
 )
+from agents.layers.encoding import one_hot
 from agents.layers.multiplicative import MultiplicativeInteraction
 
 __all__ = [
@@ -27,6 +29,7 @@ __all__ = [
     "NAU",
     "NMU",
     "nac_init_range",
+    "one_hot",
     "regularizer_scale",
     "sparsity_error",
 ]

@@ -28,6 +28,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from agents.layers.encoding import one_hot
 from agents.registry import typed_options
 from agents.torsos.contract import TorsoConfig
 from agents.torsos.input_norm import RunningNorm, centre_frames
@@ -276,7 +277,7 @@ class ConvTorso(nn.Module):
         x = self.conv(self._pixels(pixels.reshape(T * B, *pixels.shape[2:]), fmt))
         dtype = self._dtype()
         extras = [
-            F.one_hot(last_action.reshape(T * B).long(), self.num_actions).to(dtype),
+            one_hot(last_action.reshape(T * B), self.num_actions, dtype),
             last_reward.reshape(T * B, 1).to(dtype).clamp(-1.0, 1.0),
         ]
         if self.read_instruction:

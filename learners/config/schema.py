@@ -196,6 +196,10 @@ class LearnerSettings:
     popart_beta: float = ranged(3e-4, 0, 1, True)  # PopArt statistics step size
     # bfloat16 autocast for the learner's forward (CUDA; CPU with bf16 instructions)
     mixed_precision: bool = False
+    # torch.compile each minibatch's forward and loss, its backward following, as one graph
+    # (the LSTM stepped in it, not fused); on CUDA in "reduce-overhead" mode, replayed as
+    # CUDA graphs. Meant for a GPU learner, whose update waits on launches (docs/gpu.md)
+    compile: bool = False
     # stop the run after this many updates in a row with a non-finite loss or gradient
     max_skipped_updates: int = ranged(5, 1)
     # keep each optimizer step whose pre-clip gradient norm exceeds this or is not finite, or

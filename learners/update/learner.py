@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import math
 import time
 
 import numpy as np
@@ -75,6 +76,24 @@ def behaviour_output(batch: Batch) -> AgentOutput:
     runners' output is then the policy that actually acted.
     """
     return AgentOutput(logits=batch.behaviour_logits, value=batch.behaviour_value)
+
+
+def mean_metrics(history: dict[str, list]) -> dict[str, float]:
+    """Each metric's mean over the update's steps, read to the host once per device.
+
+    A metric is a float or a 0-dim tensor at every step; means in float64, as numpy's.
+    """
+    result: dict[str, float] = {}
+    on_device = collections.defaultdict(list)  # device -> [(name, mean tensor)]
+    for name, values in history.items():
+        if values and all(torch.is_tensor(v) for v in values):
+            mean = torch.stack(values).double().mean()
+            on_device[mean.device].append((name, mean))
+        else:
+            result[name] = float(np.mean([float(v) for v in values]))
+    for pairs in on_device.values():
+        result.update(zip((n for n, _ in pairs), torch.stack([m for _, m in pairs]).tolist()))
+    return {name: result[name] for name in history}
 
 
 class Learner:
@@ -129,6 +148,12 @@ class Learner:
         # ReDo: dormant torso units re-initialised every learner.redo.every updates (0: never)
         self.recycler = (Recycler(self.agent, self.optimizer, self.lcfg.redo, cfg.run.seed)
                          if self.lcfg.redo.every else None)
+        # learner.compile: each minibatch's forward and loss as one compiled graph
+        self.minibatch_loss = self.eager_minibatch_loss
+        if self.lcfg.compile:
+            mode = "reduce-overhead" if self.device.type == "cuda" else None
+            self.minibatch_loss = torch.compile(self.eager_minibatch_loss, mode=mode,
+                                                dynamic=False)
 
     # ------------------------------------------------------------------ data
 
@@ -181,29 +206,33 @@ class Learner:
         counts such updates and reports the run as diverged after
         ``learner.max_skipped_updates`` of them in a row. ``inputs`` (the minibatch, its core
         state and the step's index in the update) are what ``capture`` keeps of a burst.
+        The loss and the gradient norm come back to the host together, one read a step (on a
+        GPU each read waits for the device); the backward of a non-finite loss is harmless,
+        its gradients are dropped.
         """
         for group in self.optimizer.param_groups:
             group["lr"] = self.lr() * group["lr_scale"]
         self.optimizer.zero_grad(set_to_none=True)
         threshold = self.lcfg.capture_grad_norm
         watch = bool(threshold) and inputs is not None and self.captured < CAPTURE_LIMIT
-        if not bool(torch.isfinite(loss.detach())):
-            if watch:  # kept with no gradient: its replay's loss terms show which one broke
-                self.capture(float("nan"), {}, *inputs)
-            self.step_skipped = True
-            return float("nan")
         loss.backward()
         norms = self.grad_norms() if watch else None
         grad_norm = torch.nn.utils.clip_grad_norm_(self.agent.parameters(),
                                                    self.lcfg.optimizer.max_grad_norm)
-        if watch and not float(grad_norm) <= threshold:  # a non-finite norm is kept too
-            self.capture(float(grad_norm), norms, *inputs)
-        if not bool(torch.isfinite(grad_norm)):
+        loss_value, grad_norm = torch.stack([loss.detach().float(),
+                                             grad_norm.float()]).tolist()
+        if not math.isfinite(loss_value):
+            if watch:  # kept with no gradient: its replay's loss terms show which one broke
+                self.capture(float("nan"), {}, *inputs)
+            grad_norm = float("nan")
+        elif watch and not grad_norm <= threshold:  # a non-finite norm is kept too
+            self.capture(grad_norm, norms, *inputs)
+        if not math.isfinite(grad_norm):
             self.optimizer.zero_grad(set_to_none=True)
             self.step_skipped = True
-            return float(grad_norm)
+            return grad_norm
         self.optimizer.step()
-        return float(grad_norm)
+        return grad_norm
 
     def grad_norms(self) -> dict[str, float]:
         """Each parameter's gradient norm now, by name (one device sync)."""
@@ -261,6 +290,19 @@ class Learner:
         self.optimizer.zero_grad(set_to_none=True)
         return norms, terms
 
+    def eager_minibatch_loss(self, mb: Batch, mb_state: tuple) -> tuple:
+        """``(loss, metrics, mb)`` of one minibatch.
+
+        The forward, the algorithm's targets where they are not fixed per batch (``mb`` then
+        carries them) and the loss; ``learner.compile`` compiles this (``__init__``).
+        """
+        algorithm, cfg = LEARNERS.get(self.lcfg.name), self.lcfg
+        out = self.forward(mb, mb_state)
+        if not algorithm.fixed_targets(cfg):
+            mb = algorithm.targets(out, mb, cfg, self.popart)
+        loss, metrics = algorithm.loss(out, mb, cfg)
+        return loss, metrics, mb
+
     def fit(self, batch: Batch, state: tuple, on_policy: bool = False) -> dict:
         """The optimizer steps of one update on ``batch`` from core ``state``; returns metrics.
 
@@ -304,21 +346,18 @@ class Learner:
             epochs_done += 1
             last_pass = []
             for mb, mb_state in minibatches(batch, state, cfg.minibatches, generator):
-                out = self.forward(mb, mb_state)
-                if not fixed:
-                    mb = algorithm.targets(out, mb, cfg, popart)
-                loss, metrics = algorithm.loss(out, mb, cfg)
+                loss, metrics, mb = self.minibatch_loss(mb, mb_state)
                 metrics["grad_norm"] = self.step(loss, (mb, mb_state, index))
                 index += 1
                 last_pass.append((mb.value_targets, mb.task_id))
-                for k, v in metrics.items():
-                    history[k].append(float(v))
+                for k, v in metrics.items():  # read back once, after the epochs
+                    history[k].append(v.detach() if torch.is_tensor(v) else v)
                 if algorithm.stop_early is not None and algorithm.stop_early(metrics, cfg):
                     stop = True
                     break
             if stop:
                 break
-        result = {k: float(np.mean(v)) for k, v in history.items()}
+        result = mean_metrics(history)
         if algorithm.stop_early is not None:
             result["epochs_done"] = epochs_done
         if popart is not None and not self.step_skipped:

@@ -139,19 +139,21 @@ def repeat_update(learner, trajectories: list, on_policy: bool) -> dict:
     return learner.update(*trajectories)
 
 
-def update_ops(cfg, runner) -> dict:
+def update_ops(cfg, runner, profiler: bool = False) -> dict:
     """The operators one learner update of ``cfg`` dispatches (``scripts/bench/dispatch.py``).
 
     On one update's unrolls of ``runner``, stamped as (c)'s; on the config's learner device,
     where the count is the same on CPU and CUDA but for the batch's copies to the device.
+    Counted by torch's profiler under ``learner.compile`` (the dispatcher's count would turn
+    the compiler off) or when ``profiler`` asks for it.
     """
     from learners.update.learner import Learner
-    from scripts.bench.dispatch import count_update_ops
+    from scripts.bench.dispatch import count_update_calls, count_update_ops
 
     learner = Learner(cfg, runner.spec())
     trajectories, steps = update_batch(cfg, runner)
-    return count_update_ops(
-        lambda: repeat_update(learner, trajectories, cfg.learner.lock_step), steps)
+    count = count_update_calls if profiler or cfg.learner.compile else count_update_ops
+    return count(lambda: repeat_update(learner, trajectories, cfg.learner.lock_step), steps)
 
 
 def learner_rate(cfg, runner, seconds: float) -> float:

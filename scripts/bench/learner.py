@@ -80,6 +80,10 @@ def main(argv: list[str] | None = None) -> int:
         from scripts.bench.dispatch import describe
 
         counts = update_ops(cfg, runner)
+        if cfg.learner.compile:  # the same update eager, counted the same way beside it
+            eager = replace(cfg, learner=replace(cfg.learner, compile=False))
+            print(f"[bench_learner] eager, by the profiler: "
+                  f"{describe(update_ops(eager, runner, profiler=True))}", flush=True)
         runner.close()
         print(f"[bench_learner] {args.config} {' '.join(args.overrides)}: {describe(counts)}",
               flush=True)

@@ -6,7 +6,8 @@
 #   OUT=some/folder bash scripts/device/gpu_check.sh
 # It installs the wheels (.whl/setup.sh) and runs, in order of priority, each step writing
 # its figures under $OUT as it ends:
-#   (a) the CUDA and device tests (tests/test_gpu.py: one update on CUDA against CPU);
+#   (a) the CUDA and device tests (tests/test_gpu.py: one update on CUDA against CPU, and a
+#       compiled one, learner.compile, against eager);
 #   (b) the IMPALA and PPO MiniGrid quick starts (configs/impala_minigrid.yaml,
 #       configs/ppo_minigrid.yaml) with a CUDA learner, seeds 0-2 each, all six side by side,
 #       every scalar they log at each update (run.log_every_s=0.01; an update finishing in the
@@ -76,7 +77,7 @@ EOF
 }
 
 # (a) the CUDA tests (skipped without a GPU) and the device tests
-timeout 150 "$PY" -m pytest -q -p no:cacheprovider tests/test_gpu.py tests/test_device.py \
+timeout 210 "$PY" -m pytest -q -p no:cacheprovider tests/test_gpu.py tests/test_device.py \
   > "$OUT/tests.txt" 2>&1
 tail -n 3 "$OUT/tests.txt"
 elapsed "(a) tests"

@@ -1,0 +1,75 @@
+"""``learner.compile``: each minibatch's forward and loss compiled by ``torch.compile``.
+
+On CPU the compiled update must equal the eager one to float32 rounding (the same check as a
+CUDA update against a CPU one, ``tests/test_gpu.py``), for both algorithms, for IMPALA's
+per-step targets, and with the LSTM's rows layout, whose host-planned fused call runs eagerly
+between the compiled graphs. On CUDA the same option runs in ``reduce-overhead`` mode (CUDA
+graphs); that path is exercised by ``tests/test_gpu.py``'s CUDA tests when a GPU exists.
+"""
+
+import pytest
+import torch
+
+from envs.runner import EnvRunner
+from tests.test_gpu import assert_same_update, updated
+
+CASES = {
+    "impala": {"learner.name": "impala"},
+    "impala-fixed-targets-rows": {"learner.name": "impala", "learner.impala.fixed_targets": True,
+                                  "agent.core_options": "{hidden_size: 32, resets: rows}"},
+    "ppo": {"learner.name": "ppo"},
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_compiled_update_matches_eager(small_cfg, case):
+    over = {"learner.device": "cpu", "learner.minibatches": 2, **CASES[case]}
+    cfg, compiled = small_cfg(**over), small_cfg(**over, **{"learner.compile": True})
+    runner = EnvRunner(cfg.env, cfg.agent, envs_per_runner=4, unroll_length=5)
+    spec = runner.spec()
+    from learners.update.learner import Learner
+
+    torch._dynamo.reset()  # compiled afresh for this case, its frames counted from zero
+    torch._dynamo.utils.counters.clear()
+    first = Learner(cfg, spec)
+    weights = first.get_weights()
+    traj = runner.rollout(weights, 0)
+    eager = updated(cfg, spec, weights, traj)
+    assert not torch._dynamo.utils.counters["frames"]["ok"]  # nothing compiled eagerly
+    assert_same_update(weights, updated(compiled, spec, weights, traj), eager)
+    assert torch._dynamo.utils.counters["frames"]["ok"] > 0  # the compiled update ran
+    assert not all((eager[0][k] == weights[k]).all() for k in weights)  # it did update
+
+
+@pytest.mark.slow
+def test_profiler_count_agrees_with_dispatcher_and_sees_compiled_graphs(small_cfg):
+    """``count_update_calls`` (the profiler) against ``count_update_ops`` (the dispatcher).
+
+    On an eager update the kernels they count agree within 10%; on a compiled one the
+    profiler sees the compiled graphs' calls (one forward and one backward graph a step) and
+    counts fewer kernels outside them than the eager update launches.
+    """
+    from learners.update.learner import Learner
+    from scripts.bench.dispatch import count_update_calls, count_update_ops
+
+    over = {"learner.device": "cpu", "learner.minibatches": 2,
+            "agent.core_options": "{hidden_size: 32, resets: rows}"}
+    runner = EnvRunner(small_cfg(**over).env, small_cfg(**over).agent, envs_per_runner=4,
+                       unroll_length=5)
+    spec, traj = runner.spec(), runner.rollout()
+    steps = 5 * 4
+
+    def counted(count, cfg):
+        learner = Learner(cfg, spec)
+        return count(lambda: learner.update(traj), steps)
+
+    eager_cfg = small_cfg(**over)
+    by_dispatcher = counted(count_update_ops, eager_cfg)
+    by_profiler = counted(count_update_calls, eager_cfg)
+    assert by_profiler["graphs"] == 0 and by_profiler["outside_graphs"] == by_profiler["kernels"]
+    assert by_profiler["kernels"] == pytest.approx(by_dispatcher["kernels"], rel=0.1)
+    torch._dynamo.reset()
+    compiled = counted(count_update_calls, small_cfg(**over, **{"learner.compile": True}))
+    assert compiled["graphs"] == 2 * 2  # 2 minibatches: a forward and a backward graph each
+    assert compiled["outside_graphs"] < by_profiler["kernels"] / 2
