@@ -2,8 +2,8 @@
 
 On CPU the compiled update must equal the eager one to float32 rounding (the same check as a
 CUDA update against a CPU one, ``tests/test_gpu.py``), for both algorithms, for IMPALA's
-per-step targets, and with the LSTM's rows layout, whose host-planned fused call runs eagerly
-between the compiled graphs. On CUDA the same option runs in ``reduce-overhead`` mode (CUDA
+per-step targets, and for the LSTM, stepped inside the compiled graph against the eager
+update's fused rows layout. On CUDA the same option runs in ``reduce-overhead`` mode (CUDA
 graphs); that path is exercised by ``tests/test_gpu.py``'s CUDA tests when a GPU exists.
 """
 
@@ -73,3 +73,25 @@ def test_profiler_count_agrees_with_dispatcher_and_sees_compiled_graphs(small_cf
     compiled = counted(count_update_calls, small_cfg(**over, **{"learner.compile": True}))
     assert compiled["graphs"] == 2 * 2  # 2 minibatches: a forward and a backward graph each
     assert compiled["outside_graphs"] < by_profiler["kernels"] / 2
+
+
+def test_kept_outputs_copy_what_outlives_a_replay():
+    """What outlives a CUDA graph's replay is copied out of the graph's memory.
+
+    The metrics and, when the graph computed them, the value targets are cloned; the loss,
+    spent within the step, is not.
+    """
+    from agents.steps import STEP_NAMES
+    from learners.algorithms.batch import Batch
+    from learners.update.learner import kept_outputs
+
+    loss, targets = torch.tensor(1.0), torch.ones(3, 2)
+    mb = Batch(obs={}, **dict.fromkeys(STEP_NAMES, torch.zeros(3, 2)), value_targets=targets)
+    metrics = {"policy_loss": torch.tensor(0.5), "grad_norm": 2.0}
+    for computed in (True, False):
+        kept_loss, kept, kept_mb = kept_outputs(loss, metrics, mb, computed)
+        assert kept_loss is loss and kept["grad_norm"] == 2.0
+        assert kept["policy_loss"].data_ptr() != metrics["policy_loss"].data_ptr()
+        assert torch.equal(kept["policy_loss"], metrics["policy_loss"])
+        same = kept_mb.value_targets.data_ptr() == targets.data_ptr()
+        assert same != computed and torch.equal(kept_mb.value_targets, targets)

@@ -111,12 +111,14 @@ def test_cuda_update_matches_cpu_update(small_cfg, core, learner):
 
 
 @cuda
-def test_cuda_compiled_update_matches_eager(small_cfg):
+@pytest.mark.parametrize("popart", [False, True])
+def test_cuda_compiled_update_matches_eager(small_cfg, popart):
     """``learner.compile`` on CUDA (``reduce-overhead``: CUDA graphs) gives the eager update.
 
-    Two updates, so the second replays the graphs the first recorded.
+    Two updates, so the second replays the graphs the first recorded; the metrics and, with
+    PopArt, the value targets of each minibatch outlive its replay (``kept_outputs``).
     """
-    over = {"learner.device": "cuda", "learner.minibatches": 2,
+    over = {"learner.device": "cuda", "learner.minibatches": 2, "learner.popart": popart,
             "agent.core_options": "{hidden_size: 32, resets: rows}"}
     cfg, compiled = small_cfg(**over), small_cfg(**over, **{"learner.compile": True})
     runner = EnvRunner(cfg.env, cfg.agent, envs_per_runner=4, unroll_length=5)

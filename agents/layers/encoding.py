@@ -1,11 +1,12 @@
-"""One-hot codes computed on the device without reading the indices back to the host.
+"""One-hot codes as a comparison with ``arange(n)``, the same on every device.
 
-``torch.nn.functional.one_hot`` checks that its indices lie in range, and that check reads
-them on the host: on a GPU every call waits for the device (two reads a call), and the
-torso and the task-ID heads call it on every forward. Here the code is a comparison with
-``arange(n)``: the same values for indices in range, no host read; an index out of range
-gives a row of zeros instead of an error (actions and task IDs come from the runners, in
-range by construction).
+``torch.nn.functional.one_hot`` checks on CPU that its indices lie in range, reading their
+minimum and maximum back (on CUDA it leaves the check to the device's asserts); the torso and
+the task-ID heads call it on every forward. Here the code is ``index == arange(n)``: the same
+values for indices in range, no read, and the same few operators on every device, so an
+update's operator count on CPU (``scripts/bench/dispatch.py``) is the one a GPU dispatches. An
+index out of range gives a row of zeros instead of an error (actions and task IDs come from
+the runners, in range by construction).
 """
 
 from __future__ import annotations

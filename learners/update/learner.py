@@ -96,6 +96,20 @@ def mean_metrics(history: dict[str, list]) -> dict[str, float]:
     return {name: result[name] for name in history}
 
 
+def kept_outputs(loss: torch.Tensor, metrics: dict, mb: Batch, targets: bool) -> tuple:
+    """A CUDA-graph replay's outputs that outlive its step, copied out of the graph's memory.
+
+    Under ``learner.compile`` on CUDA each minibatch's graph writes its outputs into memory
+    the next replay overwrites; the loss is spent within the step, but the metrics are read
+    after the epochs and, when the graph computed them (``targets``: not fixed per batch),
+    the value targets by PopArt, so those are cloned (a kernel each).
+    """
+    metrics = {k: v.clone() if torch.is_tensor(v) else v for k, v in metrics.items()}
+    if targets and mb.value_targets is not None:
+        mb = mb.replace(value_targets=mb.value_targets.clone())
+    return loss, metrics, mb
+
+
 class Learner:
     """The model and its optimizer, PopArt and counters; ``update`` is one learner update."""
 
@@ -151,9 +165,13 @@ class Learner:
         # learner.compile: each minibatch's forward and loss as one compiled graph
         self.minibatch_loss = self.eager_minibatch_loss
         if self.lcfg.compile:
-            mode = "reduce-overhead" if self.device.type == "cuda" else None
-            self.minibatch_loss = torch.compile(self.eager_minibatch_loss, mode=mode,
-                                                dynamic=False)
+            graphs = self.device.type == "cuda"
+            compiled = torch.compile(self.eager_minibatch_loss,
+                                     mode="reduce-overhead" if graphs else None, dynamic=False)
+            targets = not LEARNERS.get(self.lcfg.name).fixed_targets(self.lcfg)
+            self.minibatch_loss = (
+                compiled if not graphs
+                else lambda mb, state: kept_outputs(*compiled(mb, state), targets))
 
     # ------------------------------------------------------------------ data
 
@@ -206,9 +224,9 @@ class Learner:
         counts such updates and reports the run as diverged after
         ``learner.max_skipped_updates`` of them in a row. ``inputs`` (the minibatch, its core
         state and the step's index in the update) are what ``capture`` keeps of a burst.
-        The loss and the gradient norm come back to the host together, one read a step (on a
-        GPU each read waits for the device); the backward of a non-finite loss is harmless,
-        its gradients are dropped.
+        The loss and the gradient norm come back to the host together, one read a step
+        besides PPO's ``target_kl`` check and a burst capture's (on a GPU each read waits for
+        the device); the backward of a non-finite loss is harmless, its gradients are dropped.
         """
         for group in self.optimizer.param_groups:
             group["lr"] = self.lr() * group["lr_scale"]
@@ -222,7 +240,8 @@ class Learner:
         loss_value, grad_norm = torch.stack([loss.detach().float(),
                                              grad_norm.float()]).tolist()
         if not math.isfinite(loss_value):
-            if watch:  # kept with no gradient: its replay's loss terms show which one broke
+            if watch:  # kept without gradient norms (all non-finite): its replay's loss terms
+                # show which one broke
                 self.capture(float("nan"), {}, *inputs)
             grad_norm = float("nan")
         elif watch and not grad_norm <= threshold:  # a non-finite norm is kept too

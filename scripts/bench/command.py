@@ -143,9 +143,10 @@ def update_ops(cfg, runner, profiler: bool = False) -> dict:
     """The operators one learner update of ``cfg`` dispatches (``scripts/bench/dispatch.py``).
 
     On one update's unrolls of ``runner``, stamped as (c)'s; on the config's learner device,
-    where the count is the same on CPU and CUDA but for the batch's copies to the device.
-    Counted by torch's profiler under ``learner.compile`` (the dispatcher's count would turn
-    the compiler off) or when ``profiler`` asks for it.
+    where an eager update's count is the same on CPU and CUDA but for the batch's copies to
+    the device (a compiled one's kernels are inductor's C++ on CPU, Triton's on CUDA, and a
+    CUDA graph's replay is one call). Counted by torch's profiler under ``learner.compile``
+    (the dispatcher's count would turn the compiler off) or when ``profiler`` asks for it.
     """
     from learners.update.learner import Learner
     from scripts.bench.dispatch import count_update_calls, count_update_ops
