@@ -83,7 +83,7 @@ def test_kept_outputs_copy_what_outlives_a_replay():
     """
     from agents.steps import STEP_NAMES
     from learners.algorithms.batch import Batch
-    from learners.update.learner import kept_outputs
+    from learners.update.outputs import kept_outputs
 
     loss, targets = torch.tensor(1.0), torch.ones(3, 2)
     mb = Batch(obs={}, **dict.fromkeys(STEP_NAMES, torch.zeros(3, 2)), value_targets=targets)

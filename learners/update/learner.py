@@ -55,6 +55,7 @@ from learners.update.device import resolve_device, to_cpu, use_full_float32
 from learners.update.malloc import keep_freed_memory
 from learners.update.monitor import TorsoMonitor
 from learners.update.optim import make_optimizer, match_groups, parameter_groups
+from learners.update.outputs import kept_outputs, mean_metrics
 from learners.update.redo import Recycler
 from learners.update.report import UpdateReport
 from learners.update.schedule import lr_at
@@ -76,38 +77,6 @@ def behaviour_output(batch: Batch) -> AgentOutput:
     runners' output is then the policy that actually acted.
     """
     return AgentOutput(logits=batch.behaviour_logits, value=batch.behaviour_value)
-
-
-def mean_metrics(history: dict[str, list]) -> dict[str, float]:
-    """Each metric's mean over the update's steps, read to the host once per device.
-
-    A metric is a float or a 0-dim tensor at every step; means in float64, as numpy's.
-    """
-    result: dict[str, float] = {}
-    on_device = collections.defaultdict(list)  # device -> [(name, mean tensor)]
-    for name, values in history.items():
-        if values and all(torch.is_tensor(v) for v in values):
-            mean = torch.stack(values).double().mean()
-            on_device[mean.device].append((name, mean))
-        else:
-            result[name] = float(np.mean([float(v) for v in values]))
-    for pairs in on_device.values():
-        result.update(zip((n for n, _ in pairs), torch.stack([m for _, m in pairs]).tolist()))
-    return {name: result[name] for name in history}
-
-
-def kept_outputs(loss: torch.Tensor, metrics: dict, mb: Batch, targets: bool) -> tuple:
-    """A CUDA-graph replay's outputs that outlive its step, copied out of the graph's memory.
-
-    Under ``learner.compile`` on CUDA each minibatch's graph writes its outputs into memory
-    the next replay overwrites; the loss is spent within the step, but the metrics are read
-    after the epochs and, when the graph computed them (``targets``: not fixed per batch),
-    the value targets by PopArt, so those are cloned (a kernel each).
-    """
-    metrics = {k: v.clone() if torch.is_tensor(v) else v for k, v in metrics.items()}
-    if targets and mb.value_targets is not None:
-        mb = mb.replace(value_targets=mb.value_targets.clone())
-    return loss, metrics, mb
 
 
 class Learner:
