@@ -78,20 +78,28 @@ def test_profiler_count_agrees_with_dispatcher_and_sees_compiled_graphs(small_cf
 def test_kept_outputs_copy_what_outlives_a_replay():
     """What outlives a CUDA graph's replay is copied out of the graph's memory.
 
-    The metrics and, when the graph computed them, the value targets are cloned; the loss,
-    spent within the step, is not.
+    The metrics (stacked into one copy where they can be, one copy each where not) and the
+    minibatch's kept value targets and task ids are copied; the loss, spent within the step,
+    and the metrics that are plain numbers are not.
     """
-    from agents.steps import STEP_NAMES
-    from learners.algorithms.batch import Batch
     from learners.update.outputs import kept_outputs
 
-    loss, targets = torch.tensor(1.0), torch.ones(3, 2)
-    mb = Batch(obs={}, **dict.fromkeys(STEP_NAMES, torch.zeros(3, 2)), value_targets=targets)
-    metrics = {"policy_loss": torch.tensor(0.5), "grad_norm": 2.0}
-    for computed in (True, False):
-        kept_loss, kept, kept_mb = kept_outputs(loss, metrics, mb, computed)
-        assert kept_loss is loss and kept["grad_norm"] == 2.0
-        assert kept["policy_loss"].data_ptr() != metrics["policy_loss"].data_ptr()
-        assert torch.equal(kept["policy_loss"], metrics["policy_loss"])
-        same = kept_mb.value_targets.data_ptr() == targets.data_ptr()
-        assert same != computed and torch.equal(kept_mb.value_targets, targets)
+    loss, targets, task = torch.tensor(1.0), torch.ones(3, 2), torch.zeros(3, 2, dtype=torch.long)
+    stackable = {"policy_loss": torch.tensor(0.5), "entropy": torch.tensor(2.5), "grad_norm": 2.0}
+    mixed = {"policy_loss": torch.tensor(0.5), "count": torch.tensor(3), "grad_norm": 2.0}
+    for metrics in (stackable, mixed):
+        for kept in (None, (targets, task), (None, task)):
+            kept_loss, copied, copied_kept = kept_outputs(loss, metrics, kept)
+            assert kept_loss is loss and copied["grad_norm"] == 2.0
+            assert list(copied) == list(metrics)
+            for k, v in metrics.items():
+                if torch.is_tensor(v):
+                    assert copied[k].data_ptr() != v.data_ptr() and torch.equal(copied[k], v)
+                    assert copied[k].dtype == v.dtype and copied[k].dim() == 0
+            if kept is None:
+                assert copied_kept is None
+                continue
+            for original, copy in zip(kept, copied_kept):
+                assert (copy is None) == (original is None)
+                if original is not None:
+                    assert copy.data_ptr() != original.data_ptr() and torch.equal(copy, original)

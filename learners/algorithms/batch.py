@@ -86,17 +86,36 @@ def minibatches(batch: Batch, state: tuple, n: int, generator: torch.Generator |
     """Split the sequences into ``n`` random groups; yields ``(batch, core state)`` per group.
 
     The sequences are dim 1: envs, or (env, chunk) pairs. ``n = 1`` yields the batch itself,
-    uncopied.
+    uncopied. The groups are ``minibatch_indices``'s, picked by ``pick``.
+    """
+    for idx in minibatch_indices(batch.reset.shape[1], n, generator, batch.reset.device):
+        yield pick(batch, state, idx)
+
+
+def minibatch_indices(width: int, n: int, generator: torch.Generator | None,
+                      device: torch.device) -> list[Tensor | None]:
+    """The sequences of each of ``n`` random minibatches of ``width``, on ``device``.
+
+    One permutation drawn with ``generator``, cut into ``n`` groups; ``[None]`` for
+    ``n = 1`` (the whole batch, nothing drawn).
     """
     if n == 1:
-        yield batch, state
-        return
-    B = batch.reset.shape[1]
-    order = torch.randperm(B, generator=generator)
-    for idx in order.chunk(n):
-        idx = idx.to(batch.reset.device)
-        yield (batch.map(lambda v, idx=idx: take_columns(v, idx)),
-               tuple(s.index_select(0, idx) for s in state))
+        return [None]
+    order = torch.randperm(width, generator=generator)
+    return [idx.to(device) for idx in order.chunk(n)]
+
+
+def pick(batch: Batch, state: tuple, idx: Tensor | None) -> tuple[Batch, tuple]:
+    """``(batch, state)`` of the sequences ``idx`` (dim 1 of the batch, 0 of the state).
+
+    ``idx = None``: the batch and state themselves, uncopied. ``learner.compile`` runs this
+    inside each minibatch's compiled graph (``Learner.eager_minibatch_loss``), so the pick
+    launches no kernels of its own.
+    """
+    if idx is None:
+        return batch, state
+    return (batch.map(lambda v: take_columns(v, idx)),
+            tuple(s.index_select(0, idx) for s in state))
 
 
 def take_columns(v: Tensor, idx: Tensor) -> Tensor:

@@ -50,7 +50,7 @@ import torch
 from agents.agent import Agent, AgentOutput
 from envs.trajectory import Trajectory
 from learners.algorithms import LEARNERS
-from learners.algorithms.batch import Batch, chunk_sequences, minibatches
+from learners.algorithms.batch import Batch, chunk_sequences, minibatch_indices, pick
 from learners.update.device import resolve_device, to_cpu, use_full_float32
 from learners.update.malloc import keep_freed_memory
 from learners.update.monitor import TorsoMonitor
@@ -131,16 +131,18 @@ class Learner:
         # ReDo: dormant torso units re-initialised every learner.redo.every updates (0: never)
         self.recycler = (Recycler(self.agent, self.optimizer, self.lcfg.redo, cfg.run.seed)
                          if self.lcfg.redo.every else None)
-        # learner.compile: each minibatch's forward and loss as one compiled graph
+        # PopArt's statistics read each minibatch's value targets of the last pass (IMPALA)
+        self.keeps_targets = (self.popart is not None
+                              and LEARNERS.get(self.lcfg.name).popart_from_last_pass)
+        # learner.compile: each minibatch's pick, forward and loss as one compiled graph
         self.minibatch_loss = self.eager_minibatch_loss
         if self.lcfg.compile:
             graphs = self.device.type == "cuda"
             compiled = torch.compile(self.eager_minibatch_loss,
                                      mode="reduce-overhead" if graphs else None, dynamic=False)
-            targets = not LEARNERS.get(self.lcfg.name).fixed_targets(self.lcfg)
             self.minibatch_loss = (
                 compiled if not graphs
-                else lambda mb, state: kept_outputs(*compiled(mb, state), targets))
+                else lambda batch, state, idx: kept_outputs(*compiled(batch, state, idx)))
 
     # ------------------------------------------------------------------ data
 
@@ -191,8 +193,9 @@ class Learner:
         Divergence guard: a non-finite loss or gradient norm skips the step (weights and
         optimizer state untouched) and marks the current update as skipped; ``update``
         counts such updates and reports the run as diverged after
-        ``learner.max_skipped_updates`` of them in a row. ``inputs`` (the minibatch, its core
-        state and the step's index in the update) are what ``capture`` keeps of a burst.
+        ``learner.max_skipped_updates`` of them in a row. ``inputs`` (the batch, its core
+        state, the minibatch's sequences in it and the step's index in the update) are what
+        ``capture`` keeps of a burst.
         The loss and the gradient norm come back to the host together, one read a step
         besides PPO's ``target_kl`` check and a burst capture's (on a GPU each read waits for
         the device); the backward of a non-finite loss is harmless, its gradients are dropped.
@@ -229,12 +232,14 @@ class Learner:
         return dict(zip((n for n, _ in named), values))
 
     def capture(self, grad_norm: float, norms: dict[str, float], batch: Batch, state: tuple,
-                index: int) -> None:
+                idx: torch.Tensor | None, index: int) -> None:
         """Keep the step about to be taken: everything ``replay`` needs to recompute it.
 
         Called before the optimizer steps (or skips a non-finite step), so the learner's state
         is the step's starting point; ``norms`` are the parameters' pre-clip gradient norms.
+        The step's minibatch is ``batch``'s and ``state``'s sequences ``idx`` (``pick``).
         """
+        batch, state = pick(batch, state, idx)
         fields = {f.name: getattr(batch, f.name) for f in dataclasses.fields(batch)
                   if f.name != "chunk_states"}
         self.captures.append({
@@ -278,18 +283,23 @@ class Learner:
         self.optimizer.zero_grad(set_to_none=True)
         return norms, terms
 
-    def eager_minibatch_loss(self, mb: Batch, mb_state: tuple) -> tuple:
-        """``(loss, metrics, mb)`` of one minibatch.
+    def eager_minibatch_loss(self, batch: Batch, state: tuple,
+                             idx: torch.Tensor | None) -> tuple:
+        """``(loss, metrics, kept)`` of the minibatch of ``batch``'s sequences ``idx``.
 
-        The forward, the algorithm's targets where they are not fixed per batch (``mb`` then
-        carries them) and the loss; ``learner.compile`` compiles this (``__init__``).
+        The pick (``pick``; ``idx = None``: the whole batch), the forward, the algorithm's
+        targets where they are not fixed per batch, and the loss; ``kept``: the minibatch's
+        value targets and task ids where PopArt reads them after the epochs
+        (``keeps_targets``), else None. ``learner.compile`` compiles this (``__init__``),
+        the pick inside the graph.
         """
         algorithm, cfg = LEARNERS.get(self.lcfg.name), self.lcfg
+        mb, mb_state = pick(batch, state, idx)
         out = self.forward(mb, mb_state)
         if not algorithm.fixed_targets(cfg):
             mb = algorithm.targets(out, mb, cfg, self.popart)
         loss, metrics = algorithm.loss(out, mb, cfg)
-        return loss, metrics, mb
+        return loss, metrics, (mb.value_targets, mb.task_id) if self.keeps_targets else None
 
     def fit(self, batch: Batch, state: tuple, on_policy: bool = False) -> dict:
         """The optimizer steps of one update on ``batch`` from core ``state``; returns metrics.
@@ -333,11 +343,12 @@ class Learner:
         for _ in range(cfg.epochs):
             epochs_done += 1
             last_pass = []
-            for mb, mb_state in minibatches(batch, state, cfg.minibatches, generator):
-                loss, metrics, mb = self.minibatch_loss(mb, mb_state)
-                metrics["grad_norm"] = self.step(loss, (mb, mb_state, index))
+            for idx in minibatch_indices(batch.reset.shape[1], cfg.minibatches, generator,
+                                         batch.reset.device):
+                loss, metrics, kept = self.minibatch_loss(batch, state, idx)
+                metrics["grad_norm"] = self.step(loss, (batch, state, idx, index))
                 index += 1
-                last_pass.append((mb.value_targets, mb.task_id))
+                last_pass.append(kept)
                 for k, v in metrics.items():  # read back once, after the epochs
                     history[k].append(v.detach() if torch.is_tensor(v) else v)
                 if algorithm.stop_early is not None and algorithm.stop_early(metrics, cfg):

@@ -13,8 +13,6 @@ import collections
 import numpy as np
 import torch
 
-from learners.algorithms.batch import Batch
-
 
 def mean_metrics(history: dict[str, list]) -> dict[str, float]:
     """Each metric's mean over the update's steps, read to the host once per device.
@@ -34,15 +32,22 @@ def mean_metrics(history: dict[str, list]) -> dict[str, float]:
     return {name: result[name] for name in history}
 
 
-def kept_outputs(loss: torch.Tensor, metrics: dict, mb: Batch, targets: bool) -> tuple:
+def kept_outputs(loss: torch.Tensor, metrics: dict, kept: tuple | None) -> tuple:
     """A CUDA-graph replay's outputs that outlive its step, copied out of the graph's memory.
 
     Under ``learner.compile`` on CUDA each minibatch's graph writes its outputs into memory
     the next replay overwrites; the loss is spent within the step, but the metrics are read
-    after the epochs and, when the graph computed them (``targets``: not fixed per batch),
-    the value targets by PopArt, so those are cloned (a kernel each).
+    after the epochs, and ``kept`` (the minibatch's value targets and task ids, picked inside
+    the graph) by PopArt. The metrics come out in one copy (stacked, where they are 0-dim
+    tensors of one dtype, else one each), ``kept``'s tensors in one copy each.
     """
-    metrics = {k: v.clone() if torch.is_tensor(v) else v for k, v in metrics.items()}
-    if targets and mb.value_targets is not None:
-        mb = mb.replace(value_targets=mb.value_targets.clone())
-    return loss, metrics, mb
+    names = [k for k, v in metrics.items() if torch.is_tensor(v)]
+    values = [metrics[k] for k in names]
+    if values and all(v.dim() == 0 and v.dtype == values[0].dtype for v in values):
+        copies = torch.stack(values).unbind()
+    else:
+        copies = [v.clone() for v in values]
+    metrics = {**metrics, **dict(zip(names, copies))}
+    if kept is not None:
+        kept = tuple(None if t is None else t.clone() for t in kept)
+    return loss, metrics, kept

@@ -122,7 +122,8 @@ def count_update_calls(update: Callable[[], object], steps: int) -> dict:
     around it, and every compiled kernel (inductor's, profiled while this runs); ``kernels``:
     the kernels they run (an operator with none of its own counted by its children; views,
     allocations and constants as none), the figure ``OpCounter`` counts as not views;
-    ``graphs``: the compiled graphs' calls; ``outside_graphs``: the kernels run outside them.
+    ``graphs``: the compiled graphs' calls; ``outside_graphs``: the kernels run outside them,
+    and ``top_outside`` the operators that run most of those.
     ``update`` runs twice, counted the second time.
     """
     import torch._inductor.config as inductor
@@ -136,6 +137,7 @@ def count_update_calls(update: Callable[[], object], steps: int) -> dict:
         with profile(activities=[ProfilerActivity.CPU]) as prof:
             update()
     counts: collections.Counter = collections.Counter()
+    beside: collections.Counter = collections.Counter()  # kernels outside graphs, by operator
     kernels = graphs = outside = 0
     for event in prof.events():
         if "CompiledFxGraph" in event.name:
@@ -152,10 +154,12 @@ def count_update_calls(update: Callable[[], object], steps: int) -> dict:
         n = _kernels(event)
         kernels += n
         outside += 0 if in_graph else n
+        if not in_graph and n:
+            beside[event.name] += n
     ops = sum(counts.values())
     return {"ops": ops, "kernels": kernels, "steps": steps, "ops_per_step": ops / steps,
             "kernels_per_step": kernels / steps, "top": counts.most_common(10),
-            "graphs": graphs, "outside_graphs": outside}
+            "graphs": graphs, "outside_graphs": outside, "top_outside": beside.most_common(12)}
 
 
 def describe(counts: dict) -> str:

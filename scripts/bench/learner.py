@@ -89,6 +89,9 @@ def main(argv: list[str] | None = None) -> int:
               flush=True)
         print("[bench_learner] most dispatched: "
               + ", ".join(f"{name} {n}" for name, n in counts["top"]), flush=True)
+        if counts.get("graphs"):
+            print("[bench_learner] kernels outside the compiled graphs: "
+                  + ", ".join(f"{name} {n}" for name, n in counts["top_outside"]), flush=True)
         return 0
     trajectories, steps = update_batch(cfg, runner)
     spec = runner.spec()
