@@ -43,6 +43,45 @@ def test_compiled_update_matches_eager(small_cfg, case):
 
 
 @pytest.mark.slow
+def test_static_batch_buffers_keep_the_update_and_its_graphs(small_cfg):
+    """The batch staged in static buffers (CUDA graphs' path, here on CPU) changes nothing.
+
+    Two updates on two batches, compiled with the batch in ``StaticBatch``'s buffers, against
+    the same two eager: the same weights to float32 rounding; the buffers are made once and
+    keep their addresses, and the second update compiles nothing new.
+    """
+    from learners.update.learner import Learner
+    from learners.update.staging import StaticBatch
+
+    over = {"learner.device": "cpu", "learner.minibatches": 2, "learner.name": "impala",
+            "learner.impala.fixed_targets": True, "learner.recurrence": 5,
+            "agent.core_options": "{hidden_size: 32, resets: rows}"}
+    cfg, compiled = small_cfg(**over), small_cfg(**over, **{"learner.compile": True})
+    runner = EnvRunner(cfg.env, cfg.agent, envs_per_runner=4, unroll_length=5)
+    spec = runner.spec()
+    weights = Learner(cfg, spec).get_weights()
+    trajs = [runner.rollout(weights, 0) for _ in range(2)]
+    torch._dynamo.reset()
+    torch._dynamo.utils.counters.clear()
+    after, frames, addresses = {}, [], []
+    for name, c in (("eager", cfg), ("compiled", compiled)):
+        lrn = Learner(c, spec)
+        lrn.agent.load_state_dict(weights)
+        if name == "compiled":
+            lrn.static_batch = StaticBatch()
+        metrics = []
+        for t in trajs:
+            metrics.append(lrn.update(t))
+            frames.append(torch._dynamo.utils.counters["frames"]["ok"])
+            if lrn.static_batch is not None:
+                addresses.append([b.data_ptr() for b in lrn.static_batch.buffers])
+        after[name] = (lrn.get_weights(), metrics[-1])
+    assert_same_update(weights, after["compiled"], after["eager"])
+    assert frames[0] == frames[1] == 0 and frames[2] > 0 and frames[3] == frames[2]
+    assert lrn.static_batch.allocations == 1 and addresses[0] == addresses[1]
+
+
+@pytest.mark.slow
 def test_profiler_count_agrees_with_dispatcher_and_sees_compiled_graphs(small_cfg):
     """``count_update_calls`` (the profiler) against ``count_update_ops`` (the dispatcher).
 

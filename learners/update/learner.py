@@ -59,6 +59,7 @@ from learners.update.outputs import kept_outputs, mean_metrics
 from learners.update.redo import Recycler
 from learners.update.report import UpdateReport
 from learners.update.schedule import lr_at
+from learners.update.staging import StaticBatch
 
 CAPTURE_LIMIT = 10  # steps a run keeps of learner.capture_grad_norm (an Atari minibatch ~30 MB)
 
@@ -143,6 +144,10 @@ class Learner:
             self.minibatch_loss = (
                 compiled if not graphs
                 else lambda batch, state, idx: kept_outputs(*compiled(batch, state, idx)))
+        # CUDA graphs: the batch in buffers that keep their addresses, so a replay copies only
+        # the minibatch's sequences in (learners/update/staging.py)
+        self.static_batch = (StaticBatch() if self.lcfg.compile and self.device.type == "cuda"
+                             else None)
 
     # ------------------------------------------------------------------ data
 
@@ -336,6 +341,8 @@ class Learner:
         # The epochs pass over the same observations again and again: lay them out once as
         # the training pass reads them (the same values).
         batch = batch.replace(obs=self.agent.training_layout(batch.obs))
+        if self.static_batch is not None:
+            batch, state = self.static_batch.stage(batch, state)
         history = collections.defaultdict(list)
         generator = torch.Generator().manual_seed(self.cfg.run.seed * 7 + self.version)
         stop, epochs_done = False, 0
