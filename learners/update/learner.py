@@ -21,7 +21,8 @@ Gradient bursts: with ``learner.capture_grad_norm`` set, a step whose pre-clip g
 exceeds it or is not finite, or whose loss is not finite, is kept (``capture``: the minibatch,
 its core state, the learner's state before the step and every parameter's gradient norm, none
 for a non-finite loss) for the driver to write to ``<run>/bursts/``; ``replay`` recomputes that
-gradient and the loss's terms (``python -m scripts.bench.burst``).
+gradient and the loss's terms (``python -m scripts.bench.burst``). Both live in
+``learners/update/bursts.py``.
 
 Input statistics: a torso with ``agent.torso_options.input_norm: running`` keeps a running
 mean and variance of its pixels; ``learn`` moves them once per batch, before the monitor and
@@ -40,7 +41,6 @@ the counts ride out as ``redo/<layer>``.
 from __future__ import annotations
 
 import collections
-import dataclasses
 import math
 import time
 
@@ -51,6 +51,7 @@ from agents.agent import Agent, AgentOutput
 from envs.trajectory import Trajectory
 from learners.algorithms import LEARNERS
 from learners.algorithms.batch import Batch, chunk_sequences, minibatch_indices, pick
+from learners.update import bursts
 from learners.update.device import resolve_device, to_cpu, use_full_float32
 from learners.update.malloc import keep_freed_memory
 from learners.update.monitor import TorsoMonitor
@@ -211,7 +212,7 @@ class Learner:
         threshold = self.lcfg.capture_grad_norm
         watch = bool(threshold) and inputs is not None and self.captured < CAPTURE_LIMIT
         loss.backward()
-        norms = self.grad_norms() if watch else None
+        norms = bursts.grad_norms(self.agent) if watch else None
         grad_norm = torch.nn.utils.clip_grad_norm_(self.agent.parameters(),
                                                    self.lcfg.optimizer.max_grad_norm)
         loss_value, grad_norm = torch.stack([loss.detach().float(),
@@ -230,30 +231,10 @@ class Learner:
         self.optimizer.step()
         return grad_norm
 
-    def grad_norms(self) -> dict[str, float]:
-        """Each parameter's gradient norm now, by name (one device sync)."""
-        named = [(n, p.grad) for n, p in self.agent.named_parameters() if p.grad is not None]
-        values = torch.stack([g.norm() for _, g in named]).tolist() if named else []
-        return dict(zip((n for n, _ in named), values))
-
     def capture(self, grad_norm: float, norms: dict[str, float], batch: Batch, state: tuple,
                 idx: torch.Tensor | None, index: int) -> None:
-        """Keep the step about to be taken: everything ``replay`` needs to recompute it.
-
-        Called before the optimizer steps (or skips a non-finite step), so the learner's state
-        is the step's starting point; ``norms`` are the parameters' pre-clip gradient norms.
-        The step's minibatch is ``batch``'s and ``state``'s sequences ``idx`` (``pick``).
-        """
-        batch, state = pick(batch, state, idx)
-        fields = {f.name: getattr(batch, f.name) for f in dataclasses.fields(batch)
-                  if f.name != "chunk_states"}
-        self.captures.append({
-            "update": self.version, "step": index, "frames": self.frames, "lr": self.lr(),
-            "grad_norm": grad_norm, "threshold": self.lcfg.capture_grad_norm,
-            "grad_norms": dict(sorted(norms.items(), key=lambda kv: -kv[1])),
-            "learner": self.state_dict(), "batch": to_cpu(fields), "state": to_cpu(state),
-            "spec": self.spec,
-        })
+        """Keep the step about to be taken (``learners/update/bursts.py``'s ``record``)."""
+        self.captures.append(bursts.record(self, grad_norm, norms, batch, state, idx, index))
         self.captured += 1
 
     def take_captures(self) -> list[dict]:
@@ -262,31 +243,8 @@ class Learner:
         return taken
 
     def replay(self, capture: dict) -> tuple[dict[str, float], dict[str, float]]:
-        """``(norms, terms)`` recomputed from a ``capture`` (no step is taken).
-
-        ``norms``: each parameter's gradient norm; ``terms``: the loss and its metrics
-        (``policy_loss``, ``value_loss``, ...), which say where a non-finite loss broke.
-        Loads the capture's learner state, runs the forward, the algorithm's targets where
-        they are not fixed per batch, and the loss on its minibatch; the learner keeps the
-        capture's state afterwards.
-        """
-        self.load_state_dict(capture["learner"])
-        algorithm, cfg = LEARNERS.get(self.lcfg.name), self.lcfg
-        data = capture["batch"]
-        batch = Batch(obs=data["obs"], **{k: v for k, v in data.items() if k != "obs"})
-        batch = batch.map(lambda v: v.to(self.device))
-        state = tuple(s.to(self.device) for s in capture["state"])
-        out = self.forward(batch, state)
-        if not algorithm.fixed_targets(cfg):
-            batch = algorithm.targets(out, batch, cfg, self.popart)
-        loss, metrics = algorithm.loss(out, batch, cfg)
-        terms = {k: float(torch.as_tensor(v).detach())
-                 for k, v in {"loss": loss, **metrics}.items()}
-        self.optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        norms = self.grad_norms()
-        self.optimizer.zero_grad(set_to_none=True)
-        return norms, terms
+        """``(norms, terms)`` recomputed from a capture (``learners/update/bursts.py``)."""
+        return bursts.replay(self, capture)
 
     def eager_minibatch_loss(self, batch: Batch, state: tuple,
                              idx: torch.Tensor | None) -> tuple:
