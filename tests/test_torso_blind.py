@@ -86,3 +86,34 @@ def test_the_study_count_has_its_exact_interval(tmp_path, capsys):
     assert f"seed 1 ({10 * STEP:,})" in out and f"seed 0 ({last:,})" not in out
     assert tb.main([str(tmp_path / "missing.csv")]) == 2
     assert "no probe table at" in capsys.readouterr().err
+
+
+def test_run_directories_read_as_the_compare_table_does(tmp_path, capsys):
+    """Run directories (a ``mira train`` run's event files) give the table's spans and count.
+
+    The same made-up series written as a compare's probe table and as two runs' TensorBoard
+    scalars print the same tables; a directory that is not a run is a one-line error.
+    """
+    from torch.utils.tensorboard import SummaryWriter
+
+    trials = {("cell", 3): [SEE] * 3 + [BLIND] * 6 + [SEE] * 4, ("cell", 4): [SEE] * 13}
+    path = table(tmp_path / "p.csv", trials)
+    dirs = []
+    for (variant, seed), probes in trials.items():
+        run = tmp_path / f"{variant}-seed{seed}"
+        run.mkdir()
+        (run / "config.yaml").write_text(f"run:\n  seed: {seed}\n")
+        with SummaryWriter(str(run)) as w:
+            for i, (fc, conv1) in enumerate(probes):
+                frames = (i + 1) * STEP
+                w.add_scalar("torso/conv1/inactive", conv1, frames)
+                w.add_scalar("torso/fc/inactive", fc, frames)
+                w.add_scalar("policy/spread", 0.1, frames)
+        dirs.append(str(run))
+    assert tb.main([str(path), "--budget", "1.2e6"]) == 0
+    from_table = capsys.readouterr().out
+    assert tb.main([*dirs, "--budget", "1.2e6"]) == 0
+    assert capsys.readouterr().out == from_table
+    assert f"{4 * STEP:,} - {10 * STEP:,}" in from_table
+    assert tb.main([*dirs, str(tmp_path)]) == 2
+    assert "not run directories" in capsys.readouterr().err

@@ -1,9 +1,11 @@
 r"""``python -m scripts.papers.torso_blind``: the torso-blindness rule, read from the probes.
 
 Reads the probe table a compare writes (``csv.probes``: ``variant, seed, frames, tag, value``,
-the torso monitor's series; ``learner.monitor``) and applies the definitions that
-``configs/studies/study_torso_blind_pilot.yaml`` and ``study_torso_blind.yaml`` fixed before
-their trials ran (docs/results/torso-health.md). Runs nothing.
+the torso monitor's series; ``learner.monitor``), or the same series from run directories
+(a ``mira train`` run's own, e.g. the study's long check, continued from a trial), and
+applies the definitions that ``configs/studies/study_torso_blind_pilot.yaml`` and
+``study_torso_blind.yaml`` fixed before their trials ran (docs/results/torso-health.md).
+Runs nothing.
 
 - A probe is **blind** when some torso layer is wholly inactive (``torso/<layer>/inactive``
   = 1) or at least ``--fc-share`` (0.8) of the fc units are inactive (``torso/fc/inactive``).
@@ -24,12 +26,14 @@ and the policy's spread) and the rule's outcome.
         docs/results/data/study_torso_blind_pilot_probes.csv --pilot
     python -m scripts.papers.torso_blind \
         docs/results/data/study_torso_blind_probes.csv --budget 2.5e6
+    python -m scripts.papers.torso_blind runs/torso_blind_long/* --budget 6e6
 """
 
 from __future__ import annotations
 
 import argparse
 import csv
+import re
 import sys
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -71,6 +75,27 @@ def read(path: Path) -> list[Trial]:
             trial = trials.setdefault(key, Trial(*key))
             trial.probes.setdefault(int(row["frames"]), {})[row["tag"]] = float(row["value"])
     return list(trials.values())
+
+
+def read_runs(dirs: list[Path]) -> list[Trial]:
+    """The torso monitor's series of the run directories ``dirs`` as trials.
+
+    A trial's variant is its directory's name without a trailing ``-seed<N>`` (a compare's
+    trial names end so), its seed the run's ``run.seed``.
+    """
+    import yaml
+
+    from scripts.compare.curves import probes
+
+    trials = []
+    for d in dirs:
+        seed = int(yaml.safe_load((d / "config.yaml").read_text())["run"]["seed"])
+        trial = Trial(re.sub(r"-seed\d+$", "", d.name), seed)
+        for tag, (frames, values) in probes(d).items():
+            for f, v in zip(frames, values):
+                trial.probes.setdefault(int(f), {})[tag] = float(v)
+        trials.append(trial)
+    return trials
 
 
 def is_blind(probe: dict[str, float], fc_share: float = 0.8) -> bool:
@@ -191,20 +216,30 @@ def main(argv: list[str] | None = None) -> int:
     """Print the tables; 2 with a one-line error for a missing or empty table."""
     p = argparse.ArgumentParser(prog="python -m scripts.papers.torso_blind",
                                 description=__doc__.split("\n\n")[0])
-    p.add_argument("probes", type=Path, help="a compare's probe table (csv.probes)")
+    p.add_argument("probes", type=Path, nargs="+",
+                   help="a compare's probe table (csv.probes), or run directories")
     mode = p.add_mutually_exclusive_group()
     mode.add_argument("--pilot", action="store_true", help="apply the pilot's rule for F")
     mode.add_argument("--budget", type=float, help="blind trials at F frames per variant")
     p.add_argument("--run", type=int, default=3, help="probes in a row that start or end a span")
     p.add_argument("--fc-share", type=float, default=0.8, help="fc share inactive that is blind")
     a = p.parse_args(argv)
-    if not a.probes.is_file():
-        print(f"error: no probe table at {a.probes} (mira compare FILE --report writes it)",
-              file=sys.stderr)
-        return 2
-    trials = read(a.probes)
-    if not trials:
-        print(f"error: {a.probes} holds no probes yet", file=sys.stderr)
+    dirs = [d for d in a.probes if d.is_dir()]
+    if dirs:
+        missing = [str(d) for d in a.probes if not (d / "config.yaml").is_file()]
+        if missing:
+            print(f"error: not run directories (no config.yaml): {', '.join(missing)}",
+                  file=sys.stderr)
+            return 2
+        trials = read_runs(dirs)
+    else:
+        if len(a.probes) > 1 or not a.probes[0].is_file():
+            print(f"error: no probe table at {a.probes[0]} (mira compare FILE --report writes "
+                  "it); give one table or run directories", file=sys.stderr)
+            return 2
+        trials = read(a.probes[0])
+    if not any(t.probes for t in trials):
+        print(f"error: {' '.join(map(str, a.probes))} holds no probes yet", file=sys.stderr)
         return 2
     print("\n".join(trial_table(trials, a.run, a.fc_share)))
     if a.pilot:
