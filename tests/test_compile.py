@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from envs.runner import EnvRunner
-from tests.test_gpu import assert_same_update, updated
+from tests.test_gpu import assert_same_update, eager_and_compiled, updated
 
 CASES = {
     "impala": {"learner.name": "impala"},
@@ -56,11 +56,7 @@ def test_static_batch_buffers_keep_the_update_and_its_graphs(small_cfg):
     over = {"learner.device": "cpu", "learner.minibatches": 2, "learner.name": "impala",
             "learner.impala.fixed_targets": True, "learner.recurrence": 5,
             "agent.core_options": "{hidden_size: 32, resets: rows}"}
-    cfg, compiled = small_cfg(**over), small_cfg(**over, **{"learner.compile": True})
-    runner = EnvRunner(cfg.env, cfg.agent, envs_per_runner=4, unroll_length=5)
-    spec = runner.spec()
-    weights = Learner(cfg, spec).get_weights()
-    trajs = [runner.rollout(weights, 0) for _ in range(2)]
+    cfg, compiled, spec, weights, trajs = eager_and_compiled(small_cfg, over)
     torch._dynamo.reset()
     torch._dynamo.utils.counters.clear()
     after, frames, addresses = {}, [], []

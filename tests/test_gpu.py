@@ -59,6 +59,19 @@ def updated(cfg, spec: dict, weights: dict, traj) -> tuple[dict, dict]:
     return lrn.get_weights(), metrics
 
 
+def eager_and_compiled(small_cfg, over: dict) -> tuple:
+    """``(cfg, compiled cfg, spec, weights, two trajectories)`` for a compiled-update check.
+
+    ``over`` the overrides of both configs; the compiled one adds ``learner.compile``. The
+    trajectories are two rollouts of the starting ``weights`` (4 envs, 5 steps).
+    """
+    cfg, compiled = small_cfg(**over), small_cfg(**over, **{"learner.compile": True})
+    runner = EnvRunner(cfg.env, cfg.agent, envs_per_runner=4, unroll_length=5)
+    spec = runner.spec()
+    weights = Learner(cfg, spec).get_weights()
+    return cfg, compiled, spec, weights, [runner.rollout(weights, 0) for _ in range(2)]
+
+
 def assert_same_update(before: dict, a: tuple[dict, dict], b: tuple[dict, dict]) -> None:
     """Two learners' updates from the same weights agree to float32 rounding.
 
@@ -120,11 +133,7 @@ def test_cuda_compiled_update_matches_eager(small_cfg, popart):
     """
     over = {"learner.device": "cuda", "learner.minibatches": 2, "learner.popart": popart,
             "agent.core_options": "{hidden_size: 32, resets: rows}"}
-    cfg, compiled = small_cfg(**over), small_cfg(**over, **{"learner.compile": True})
-    runner = EnvRunner(cfg.env, cfg.agent, envs_per_runner=4, unroll_length=5)
-    spec = runner.spec()
-    weights = Learner(cfg, spec).get_weights()
-    trajs = [runner.rollout(weights, 0) for _ in range(2)]
+    cfg, compiled, spec, weights, trajs = eager_and_compiled(small_cfg, over)
     after = {}
     for name, c in (("eager", cfg), ("compiled", compiled)):
         lrn = Learner(c, spec)
