@@ -23,6 +23,7 @@ from learners.runtime.trainer import Trainer
 from learners.update.learner import Learner
 from learners.update.monitor import (
     BlindWatch,
+    blind_layer,
     layer_shares,
     measure,
     policy_spread,
@@ -98,10 +99,39 @@ def test_blind_watch_says_once_from_the_first_probe_of_the_span():
             [(10, 1.0), (20, 1.0), (30, 0.5), (40, 0.995), (50, 1.0), (60, 1.0), (70, 1.0)]]
     assert [s is not None for s in said] == [False] * 5 + [True, False]
     assert "gone blind from 40 frames" in said[5] and "\n" not in said[5]
-    assert watch.blind == {"frames": 40, "layer": "fc", "inactive": 1.0, "probes": 3}
+    assert watch.blind == {"frames": 40, "layer": "fc", "inactive": 1.0, "probes": 3,
+                           "sees_again": None}
     again = BlindWatch(0.99, 3)
     again.load_state_dict(watch.state_dict())  # a resumed run does not say it again
     assert again.add(80, seen(1.0)) is None and again.blind["frames"] == 40
+
+
+def test_blind_watch_reads_every_layer_and_says_when_the_torso_sees_again():
+    watch = BlindWatch(share=0.8, probes=2)
+    probe = lambda conv1, fc: {"torso/conv1/inactive": conv1,  # noqa: E731
+                               "torso/fc/inactive": fc, "policy/spread": 0.0}
+    # a wholly inactive conv layer is blind whatever the features show; 0.8 of them is too
+    said = [watch.add(f, probe(*x)) for f, x in
+            [(10, (1.0, 0.1)), (20, (0.5, 0.85)), (30, (0.5, 0.79)), (40, (0.5, 0.1)),
+             (50, (0.0, 0.9)), (60, (0.0, 0.9))]]
+    assert [s is not None for s in said] == [False, True, False, True, False, True]
+    # the line names the probe that completes the span
+    assert "gone blind from 10 frames: 85% of its fc units" in said[1]
+    assert "sees again from 30 frames (blind from 10)" in said[3]
+    assert "gone blind from 50 frames: 90% of its fc units" in said[5]
+    assert watch.blind == {"frames": 10, "layer": "fc", "inactive": 0.85, "probes": 2,
+                           "sees_again": 30}
+    assert watch.spans == [[10, 30], [50, None]] and watch.is_blind
+    # the same probes read by the study's rule (scripts/papers/torso_blind.py) agree
+    assert [blind_layer(probe(*x), 0.8) is not None for x in
+            [(1.0, 0.1), (0.5, 0.85), (0.5, 0.79), (0.0, 0.8)]] == [True, True, False, True]
+    # a checkpoint written before spans were kept: blind, its probe count carried on
+    old = BlindWatch(0.8, 2)
+    old.load_state_dict({"run": [10, 20, 30], "blind": {"frames": 10, "layer": "fc",
+                                                        "inactive": 1.0, "probes": 2}})
+    assert old.spans == [[10, None]] and old.run == [] and old.blind["sees_again"] is None
+    assert old.add(40, probe(0.0, 0.1)) is None
+    assert "sees again from 40" in old.add(50, probe(0.0, 0.1))
 
 
 def _cfg(tmp_path, name: str, **extra):
@@ -129,7 +159,9 @@ def test_a_dead_torso_is_reported_blind_once(tmp_path, monkeypatch, caplog):
     assert len(lines) == 1, lines
     assert lines[0].startswith(f"the torso has gone blind from {frames_per_update:,} frames")
     blind = summary["monitor"]["blind"]
-    assert blind == {"frames": frames_per_update, "layer": "fc", "inactive": 1.0, "probes": 3}
+    assert blind == {"frames": frames_per_update, "layer": "fc", "inactive": 1.0, "probes": 3,
+                     "sees_again": None}
+    assert summary["monitor"]["spans"] == [[frames_per_update, None]]
     last = summary["monitor"]["last"]
     assert last["torso/fc/inactive"] == 1.0 and last["torso/fc/dormant"] == 1.0
     assert last["frames"] == 19 * frames_per_update  # 20 updates; probes at 0, 2, ..., 18
@@ -148,6 +180,7 @@ def test_a_dead_torso_is_reported_blind_once(tmp_path, monkeypatch, caplog):
     text = "\n".join(health.markdown([{"trial": "dead-seed0", "variant": "v",
                                        "health": kept}], {}))
     assert f"- dead-seed0: the torso went blind from {frames_per_update:,} frames" in text
+    assert f"blind in frames {frames_per_update:,} to the end." in text
     result = evaluate_checkpoint(str(tmp_path / "dead"), episodes=1, num_runners=0, quiet=True)
     assert result["torso"]["torso/fc/inactive"] == 1.0
     assert json.loads((tmp_path / "dead" / "eval.json").read_text())["torso"] == result["torso"]
@@ -168,7 +201,7 @@ def test_the_monitor_off_or_on_is_the_same_run(tmp_path):
     assert all(torch.equal(w_off[k], w_on[k]) for k in w_off)
     same = ("frames", "updates", "episodes", "episode_return_mean")
     assert {k: off[k] for k in same} == {k: on[k] for k in same}
-    assert off["monitor"] == {"last": None, "blind": None}
+    assert off["monitor"] == {"last": None, "blind": None, "spans": []}
     assert not any(k.startswith(("torso/", "policy/")) for k in off["final_metrics"])
     assert 0.0 <= on["monitor"]["last"]["policy/spread"] < 1.0
 

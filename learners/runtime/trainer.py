@@ -295,7 +295,8 @@ class Trainer:
             },
             "final_metrics": self.last_metrics,
             # the torso monitor's last probe and the blind verdict (learners/update/monitor.py)
-            "monitor": {"last": self.probed or None, "blind": self.blind.blind},
+            "monitor": {"last": self.probed or None, "blind": self.blind.blind,
+                        "spans": self.blind.spans},
         }
         self.run.write_summary(summary)
         self.log.close()

@@ -167,39 +167,81 @@ class TorsoMonitor:
         return Pending(measure(self.torso, pixels, logits, self.config.tau))
 
 
-class BlindWatch:
-    """The blind rule over a run's probes: the features off for ``probes`` probes in a row.
+def blind_layer(measured: dict[str, float], share: float) -> tuple[str, float] | None:
+    """Why one probe is blind: ``(layer, its inactive share)``, or None when it sees.
 
-    A probe counts when the share of the torso's last layer (its features) that is inactive
-    on every frame is at least ``share``. ``add`` returns the blind line once, at the probe
-    that completes the first such span; ``blind`` then says from which frame.
+    A probe is blind when some torso layer is wholly inactive (every unit off on every probe
+    frame: nothing below it gets a gradient, and in mira's kept trials no such layer came
+    back), else when at least ``share`` of the features (the last layer) are inactive. The
+    definition of docs/results/torso-health.md's declared study, which
+    ``scripts/papers/torso_blind.py`` applies to kept probes. ``measured``: tag -> value,
+    layers input to output, as ``measure`` writes them.
+    """
+    inactive = {k.split("/")[1]: v for k, v in measured.items()
+                if k.startswith("torso/") and k.endswith("/inactive")}
+    for layer, v in inactive.items():
+        if v >= 1.0:
+            return layer, v
+    last = features_layer(measured)
+    return (last, inactive[last]) if last is not None and inactive[last] >= share else None
+
+
+class BlindWatch:
+    """The blind rule over a run's probes: blind probes (``blind_layer``) ``probes`` in a row.
+
+    A run is blind from the first of ``probes`` blind probes in a row and sees again at the
+    first of ``probes`` in a row that are not; ``add`` returns one line at each such change
+    (a torso can see again: in the declared study one in four continued blind trials did).
+    ``blind`` keeps the first span (``frames``, ``layer``, ``inactive``, ``probes``,
+    ``sees_again``: None while it lasts) and ``spans`` every span, ``[from, again or None]``.
     """
 
     def __init__(self, share: float, probes: int):
         self.share, self.probes = share, probes
-        self.run: list[int] = []  # frames of the probes of the current span
-        self.blind: dict | None = None  # {"frames", "layer", "inactive", "probes"} once said
+        self.run: list[int] = []  # frames of the probes in a row that disagree with the state
+        self.blind: dict | None = None
+        self.spans: list[list] = []
+
+    @property
+    def is_blind(self) -> bool:
+        """Whether the run is blind now (its last span has not ended)."""
+        return bool(self.spans) and self.spans[-1][1] is None
 
     def add(self, frames: int, measured: dict[str, float]) -> str | None:
-        """Count one probe (``measured`` at ``frames``); the line to say, the first time only."""
-        layer = features_layer(measured)
-        if layer is None:
+        """Count one probe (``measured`` at ``frames``); a line if the state changes, else None."""
+        if features_layer(measured) is None:
             return None
-        inactive = measured[layer_tags(layer)[0]]
-        self.run = self.run + [frames] if inactive >= self.share else []
-        if self.blind is not None or len(self.run) < self.probes:
+        why = blind_layer(measured, self.share)
+        self.run = self.run + [frames] if (why is not None) != self.is_blind else []
+        if len(self.run) < self.probes:
             return None
-        self.blind = {"frames": self.run[0], "layer": layer, "inactive": inactive,
-                      "probes": len(self.run)}
-        return (f"the torso has gone blind from {self.run[0]:,} frames: {inactive:.0%} of its "
-                f"{layer} units were inactive on every probe frame at {len(self.run)} probes in "
-                f"a row (learner.monitor.blind_share {self.share:g}), so the policy no longer "
-                "depends on the observation")
+        start, count, self.run = self.run[0], len(self.run), []
+        if self.is_blind:
+            self.spans[-1][1] = start
+            if self.blind["sees_again"] is None:
+                self.blind["sees_again"] = start
+            return (f"the torso sees again from {start:,} frames (blind from "
+                    f"{self.spans[-1][0]:,}): no torso layer wholly inactive and fewer than "
+                    f"{self.share:.0%} of the features inactive at {count} probes in a row")
+        layer, inactive = why
+        self.spans.append([start, None])
+        if self.blind is None:
+            self.blind = {"frames": start, "layer": layer, "inactive": inactive,
+                          "probes": count, "sees_again": None}
+        return (f"the torso has gone blind from {start:,} frames: {inactive:.0%} of its "
+                f"{layer} units were inactive on every probe frame at {count} probes in a row "
+                f"(blind: a layer wholly inactive, or learner.monitor.blind_share "
+                f"{self.share:g} of the features), so the policy no longer depends on the "
+                "observation")
 
     def state_dict(self) -> dict:
-        """The span and the verdict, for a checkpoint (a resumed run says the line once)."""
-        return {"run": list(self.run), "blind": self.blind}
+        """The spans and the verdict, for a checkpoint (a resumed run says no line again)."""
+        return {"run": list(self.run), "blind": self.blind, "spans": self.spans}
 
     def load_state_dict(self, state: dict) -> None:
-        """Continue from ``state_dict()``."""
+        """Continue from ``state_dict()`` (or from one written before spans were kept)."""
         self.run, self.blind = list(state.get("run", [])), state.get("blind")
+        self.spans = [list(s) for s in state.get("spans", [])]
+        if self.blind is not None and "spans" not in state:  # blind, and its run counted on
+            self.blind, self.spans, self.run = ({"sees_again": None, **self.blind},
+                                                [[self.blind["frames"], None]], [])

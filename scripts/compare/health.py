@@ -41,7 +41,8 @@ def summary(run_dir: Path) -> dict | None:
     all), ``entropy_first`` and ``entropy_last`` (None where no entropy was logged),
     ``frozen`` (share of logged updates with a unit frozen out; None for a core without a
     competition), ``blind`` (the torso monitor's verdict: ``frames``, ``layer``,
-    ``inactive``, ``probes``; None where the run did not go blind or did not say).
+    ``inactive``, ``probes``, ``sees_again`` and ``spans``, ``[from, to or None]``; None
+    where the run did not go blind or did not say).
     """
     if (kept := records.record(run_dir)) is not None:  # restored: no event files to read
         h = kept.get("health")
@@ -67,8 +68,10 @@ def summary(run_dir: Path) -> dict | None:
 
 def blind(run_dir: Path) -> dict | None:
     """The blind verdict of the run's ``summary.json`` (``Trainer.train``), or None."""
-    summary = read_json(Path(run_dir) / "summary.json") or {}
-    return (summary.get("monitor") or {}).get("blind")
+    monitor = (read_json(Path(run_dir) / "summary.json") or {}).get("monitor") or {}
+    if (said := monitor.get("blind")) is None:
+        return None
+    return {**said, "spans": monitor.get("spans") or [[said["frames"], said.get("sees_again")]]}
 
 
 def frozen_share(run_dir: Path) -> float | None:
@@ -138,9 +141,11 @@ def markdown(trials: list[dict], labels: dict[str, str]) -> list[str]:
     lines.append("")
     for r in rows:  # the torso monitor's verdict: the policy stopped reading the screen
         if b := r["health"].get("blind"):
+            spans = ", ".join(f"{a:,} to " + (f"{z:,}" if z is not None else "the end")
+                              for a, z in b.get("spans") or [[b["frames"], None]])
             lines.append(f"- {r['trial']}: the torso went blind from {b['frames']:,} frames "
                          f"({b['inactive']:.0%} of its {b['layer']} units inactive on every "
-                         f"probe frame, {b['probes']} probes in a row).")
+                         f"probe frame, {b['probes']} probes in a row); blind in frames {spans}.")
     flagged = [r for r in rows if r["health"]["bursts"] or r["health"]["skipped"]]
     if not flagged:
         return lines + ["No trial had a burst or a skipped update."]

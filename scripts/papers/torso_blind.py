@@ -42,6 +42,8 @@ from pathlib import Path
 import numpy as np
 from scipy.stats import binomtest
 
+from learners.update.monitor import blind_layer
+
 FC = "torso/fc/inactive"
 SPREAD = "policy/spread"
 CANDIDATES = (1.0e6, 1.5e6, 2.0e6, 2.5e6)
@@ -99,10 +101,11 @@ def read_runs(dirs: list[Path]) -> list[Trial]:
 
 
 def is_blind(probe: dict[str, float], fc_share: float = 0.8) -> bool:
-    """Whether one probe is blind: a wholly inactive layer, or fc inactive at ``fc_share``."""
-    whole = any(tag.startswith("torso/") and tag.endswith("/inactive") and value >= 1.0
-                for tag, value in probe.items())
-    return whole or probe.get(FC, 0.0) >= fc_share
+    """Whether one probe is blind: a wholly inactive layer, or the features at ``fc_share``.
+
+    The run's own rule, ``learners.update.monitor.blind_layer``.
+    """
+    return blind_layer(probe, fc_share) is not None
 
 
 def spans(trial: Trial, run: int = 3, fc_share: float = 0.8) -> list[tuple[int, int | None]]:
