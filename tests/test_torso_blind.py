@@ -88,6 +88,34 @@ def test_the_study_count_has_its_exact_interval(tmp_path, capsys):
     assert "no probe table at" in capsys.readouterr().err
 
 
+def test_a_fix_has_fewer_blind_trials_only_when_the_discordant_seeds_say_so(tmp_path, capsys):
+    blind, seeing = [SEE] * 3 + [BLIND] * 25, [SEE] * 28
+    # cell a: 6 seeds blind only without the fix, one blind in both, one in neither; cell b:
+    # one seed blind only with the fix, and a seed whose fix arm did not run
+    arms = {**{("a_norm-none", s): blind for s in range(7)}, ("a_norm-none", 7): seeing,
+            **{("a_norm-running", s): seeing for s in range(6)}, ("a_norm-running", 6): blind,
+            ("a_norm-running", 7): seeing,
+            ("b_norm-none", 0): seeing, ("b_norm-running", 0): blind, ("b_norm-none", 1): blind}
+    path = table(tmp_path / "p.csv", arms)
+    assert tb.main([str(path), "--budget", "2.5e6", "--paired", "norm-none", "norm-running"]) == 0
+    out = capsys.readouterr().out
+    assert "| a | 6 | 0 | 1 | 1 | 0 |" in out and "| b | 0 | 1 | 0 | 0 | 1 |" in out
+    # 6 of 7 discordant seeds one way: the interval [0.421, 0.996] does not lie above 1/2
+    low, high = tb.clopper_pearson(6, 7)
+    assert low == pytest.approx(0.4213, abs=1e-4) and low < 0.5
+    assert "exactly one arm blind: 7; only norm-none blind on 6" in out
+    assert "Rule 1 does not hold" in out
+    # all 7 one way: it holds (the smallest such count is 6, as the page says)
+    arms[("b_norm-running", 0)] = seeing
+    arms[("b_norm-none", 0)] = blind
+    assert tb.main([str(table(tmp_path / "q.csv", arms)), "--budget", "2.5e6",
+                    "--paired", "norm-none", "norm-running"]) == 0
+    assert "Rule 1 holds: the fix has fewer blind trials" in capsys.readouterr().out
+    assert tb.clopper_pearson(6, 6)[0] > 0.5 > tb.clopper_pearson(5, 5)[0]
+    with pytest.raises(SystemExit):
+        tb.main([str(path), "--paired", "norm-none", "norm-running"])  # needs --budget
+
+
 def test_run_directories_read_as_the_compare_table_does(tmp_path, capsys):
     """Run directories (a ``mira train`` run's event files) give the table's spans and count.
 

@@ -167,7 +167,8 @@ class TorsoMonitor:
         return Pending(measure(self.torso, pixels, logits, self.config.tau))
 
 
-def blind_layer(measured: dict[str, float], share: float) -> tuple[str, float] | None:
+def blind_layer(measured: dict[str, float], share: float,
+                features: str | None = None) -> tuple[str, float] | None:
     """Why one probe is blind: ``(layer, its inactive share)``, or None when it sees.
 
     A probe is blind when some torso layer is wholly inactive (every unit off on every probe
@@ -175,14 +176,15 @@ def blind_layer(measured: dict[str, float], share: float) -> tuple[str, float] |
     back), else when at least ``share`` of the features (the last layer) are inactive. The
     definition of docs/results/torso-health.md's declared study, which
     ``scripts/papers/torso_blind.py`` applies to kept probes. ``measured``: tag -> value,
-    layers input to output, as ``measure`` writes them.
+    layers input to output, as ``measure`` writes them; ``features``: the features' layer
+    by name where the tags' order is not the torso's (a table sorted by tag), else the last.
     """
     inactive = {k.split("/")[1]: v for k, v in measured.items()
                 if k.startswith("torso/") and k.endswith("/inactive")}
     for layer, v in inactive.items():
         if v >= 1.0:
             return layer, v
-    last = features_layer(measured)
+    last = features if features in inactive else features_layer(measured)
     return (last, inactive[last]) if last is not None and inactive[last] >= share else None
 
 

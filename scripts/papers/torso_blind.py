@@ -18,6 +18,9 @@ Runs nothing.
   candidate when none qualifies or no trial goes blind.
 - ``--budget F``: per variant, the trials blind at their last probe at or before F, k of n,
   with a 95% Clopper-Pearson (exact binomial) interval, and the trials ever blind before F.
+- ``--budget F --paired SHIPPED FIX``: also rule 1 of the candidate fixes (torso-health.md),
+  over the seeds where exactly one arm is blind at F, the arms told apart by those labels in
+  the variants' names.
 
 It prints a markdown table per trial (its spans, and at its last probe the fc share inactive
 and the policy's spread) and the rule's outcome.
@@ -27,6 +30,9 @@ and the policy's spread) and the rule's outcome.
     python -m scripts.papers.torso_blind \
         docs/results/data/study_torso_blind_probes.csv --budget 2.5e6
     python -m scripts.papers.torso_blind runs/torso_blind_long/* --budget 6e6
+    python -m scripts.papers.torso_blind \
+        docs/results/data/study_torso_blind_input_norm_probes.csv --budget 2.5e6 \
+        --paired input-norm-none input-norm-running
 """
 
 from __future__ import annotations
@@ -103,9 +109,10 @@ def read_runs(dirs: list[Path]) -> list[Trial]:
 def is_blind(probe: dict[str, float], fc_share: float = 0.8) -> bool:
     """Whether one probe is blind: a wholly inactive layer, or the features at ``fc_share``.
 
-    The run's own rule, ``learners.update.monitor.blind_layer``.
+    The run's own rule, ``learners.update.monitor.blind_layer``, with the features named: a
+    table's tags are sorted, not in the torso's order.
     """
-    return blind_layer(probe, fc_share) is not None
+    return blind_layer(probe, fc_share, features="fc") is not None
 
 
 def spans(trial: Trial, run: int = 3, fc_share: float = 0.8) -> list[tuple[int, int | None]]:
@@ -215,6 +222,48 @@ def budget_table(trials: list[Trial], budget: float, run: int, fc_share: float) 
     return lines
 
 
+def paired_table(trials: list[Trial], budget: float, shipped: str, fix: str, run: int,
+                 fc_share: float) -> list[str]:
+    """Rule 1 of the candidate fixes: the seeds where exactly one arm is blind at ``budget``.
+
+    The arms are the variants whose names hold ``shipped`` or ``fix`` (the matrix value in a
+    compare's trial names, e.g. ``input-norm-none``); a cell is a variant's name without it,
+    and a seed is paired when both arms of its cell ran it. Over the cells, the fix has fewer
+    blind trials if the 95% Clopper-Pearson interval of the share of the discordant seeds
+    where only the shipped arm is blind lies above 1/2 (McNemar's exact test).
+    """
+    arms: dict[tuple[str, int], dict[str, bool]] = defaultdict(dict)
+    for t in trials:
+        for arm, label in (("shipped", shipped), ("fix", fix)):
+            if label in t.variant:
+                cell = t.variant.replace(label, "").strip("_-")
+                arms[(cell, t.seed)][arm] = blind_at(t, budget, run, fc_share) is not None
+    cells: dict[str, list[int]] = defaultdict(lambda: [0, 0, 0, 0, 0])
+    for (cell, _), both in arms.items():
+        row = cells[cell]
+        if len(both) < 2:
+            row[4] += 1
+            continue
+        row[[(True, False), (False, True), (True, True), (False, False)].index(
+            (both["shipped"], both["fix"]))] += 1
+    lines = [f"| cell | blind at {budget:,.0f}: {shipped} only | {fix} only | both | neither "
+             "| unpaired |", "| --- | ---: | ---: | ---: | ---: | ---: |"]
+    lines += [f"| {cell} | " + " | ".join(map(str, row)) + " |" for cell, row in cells.items()]
+    k = sum(row[0] for row in cells.values())
+    n = k + sum(row[1] for row in cells.values())
+    lines.append("")
+    if n == 0:
+        return lines + ["No seed has exactly one arm blind: rule 1 does not hold (the fix "
+                        "does not have fewer blind trials)."]
+    low, high = clopper_pearson(k, n)
+    p = binomtest(k, n, 0.5).pvalue
+    verdict = ("holds: the fix has fewer blind trials" if low > 0.5 else
+               "does not hold: the interval does not lie above 1/2")
+    return lines + [f"Seeds with exactly one arm blind: {n}; only {shipped} blind on {k} of them, "
+                    f"95% Clopper-Pearson [{low:.3f}, {high:.3f}], McNemar's exact p = {p:.3g}. "
+                    f"Rule 1 {verdict}."]
+
+
 def main(argv: list[str] | None = None) -> int:
     """Print the tables; 2 with a one-line error for a missing or empty table."""
     p = argparse.ArgumentParser(prog="python -m scripts.papers.torso_blind",
@@ -224,9 +273,14 @@ def main(argv: list[str] | None = None) -> int:
     mode = p.add_mutually_exclusive_group()
     mode.add_argument("--pilot", action="store_true", help="apply the pilot's rule for F")
     mode.add_argument("--budget", type=float, help="blind trials at F frames per variant")
+    p.add_argument("--paired", nargs=2, metavar=("SHIPPED", "FIX"),
+                   help="with --budget: rule 1 of the fixes, between the variants whose names "
+                        "hold these two labels (e.g. input-norm-none input-norm-running)")
     p.add_argument("--run", type=int, default=3, help="probes in a row that start or end a span")
     p.add_argument("--fc-share", type=float, default=0.8, help="fc share inactive that is blind")
     a = p.parse_args(argv)
+    if a.paired and not a.budget:
+        p.error("--paired needs --budget F")
     dirs = [d for d in a.probes if d.is_dir()]
     if dirs:
         missing = [str(d) for d in a.probes if not (d / "config.yaml").is_file()]
@@ -257,6 +311,9 @@ def main(argv: list[str] | None = None) -> int:
     if a.budget:
         print()
         print("\n".join(budget_table(trials, a.budget, a.run, a.fc_share)))
+    if a.paired:
+        print()
+        print("\n".join(paired_table(trials, a.budget, *a.paired, a.run, a.fc_share)))
     return 0
 
 
