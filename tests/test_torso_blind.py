@@ -114,6 +114,9 @@ def test_a_fix_has_fewer_blind_trials_only_when_the_discordant_seeds_say_so(tmp_
     assert tb.clopper_pearson(6, 6)[0] > 0.5 > tb.clopper_pearson(5, 5)[0]
     with pytest.raises(SystemExit):
         tb.main([str(path), "--paired", "norm-none", "norm-running"])  # needs --budget
+    assert tb.main([str(path), "--budget", "2.5e6", "--paired", "norm-none", "norm-frame"]) == 2
+    assert "no variant's name holds norm-frame; the variants: a_norm-none" in (
+        capsys.readouterr().err)
 
 
 def test_run_directories_read_as_the_compare_table_does(tmp_path, capsys):

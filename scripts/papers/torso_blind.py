@@ -312,6 +312,12 @@ def main(argv: list[str] | None = None) -> int:
         print()
         print("\n".join(budget_table(trials, a.budget, a.run, a.fc_share)))
     if a.paired:
+        names = sorted({t.variant for t in trials})
+        missing = [label for label in a.paired if not any(label in n for n in names)]
+        if missing:
+            print(f"error: no variant's name holds {', '.join(missing)}; the variants: "
+                  f"{', '.join(names)}", file=sys.stderr)
+            return 2
         print()
         print("\n".join(paired_table(trials, a.budget, *a.paired, a.run, a.fc_share)))
     return 0
