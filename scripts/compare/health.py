@@ -71,7 +71,7 @@ def blind(run_dir: Path) -> dict | None:
     monitor = (read_json(Path(run_dir) / "summary.json") or {}).get("monitor") or {}
     if (said := monitor.get("blind")) is None:
         return None
-    return {**said, "spans": monitor.get("spans") or [[said["frames"], said.get("sees_again")]]}
+    return {**said, "spans": monitor["spans"]} if "spans" in monitor else said
 
 
 def frozen_share(run_dir: Path) -> float | None:
@@ -141,11 +141,13 @@ def markdown(trials: list[dict], labels: dict[str, str]) -> list[str]:
     lines.append("")
     for r in rows:  # the torso monitor's verdict: the policy stopped reading the screen
         if b := r["health"].get("blind"):
+            # spans: kept since the rule read every layer; a record from before says only when
             spans = ", ".join(f"{a:,} to " + (f"{z:,}" if z is not None else "the end")
-                              for a, z in b.get("spans") or [[b["frames"], None]])
+                              for a, z in b.get("spans") or [])
             lines.append(f"- {r['trial']}: the torso went blind from {b['frames']:,} frames "
                          f"({b['inactive']:.0%} of its {b['layer']} units inactive on every "
-                         f"probe frame, {b['probes']} probes in a row); blind in frames {spans}.")
+                         f"probe frame, {b['probes']} probes in a row)"
+                         + (f"; blind in frames {spans}." if spans else "."))
     flagged = [r for r in rows if r["health"]["bursts"] or r["health"]["skipped"]]
     if not flagged:
         return lines + ["No trial had a burst or a skipped update."]
