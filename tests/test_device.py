@@ -6,7 +6,8 @@
   CUDA learners;
 - a runner in the learner's process holds a snapshot stamped with the version it is;
 - actors that reserve no GPU see none (a Ray test);
-- TF32 is off after a learner is built.
+- TF32 is off after a learner is built, and denormal floats are flushed on every thread of
+  its process (run directories from before keep them).
 """
 
 from __future__ import annotations
@@ -224,3 +225,51 @@ def test_learner_turns_tf32_off(small_cfg):
         assert matmul.allow_tf32 is False and cudnn.allow_tf32 is False
     finally:
         matmul.allow_tf32, cudnn.allow_tf32 = before
+
+
+# A fresh process builds a learner of 2 threads, then multiplies 4M denormal floats: split
+# over both threads (each takes half), so a thread left unflushed leaves its half nonzero.
+FLUSH_PROBE = """
+import sys, tempfile, torch
+from pathlib import Path
+from envs.runner import EnvRunner
+from learners.config.schema import load_config
+from learners.update.learner import Learner
+from tests.conftest import small_overrides
+cfg = load_config(None, small_overrides(Path(tempfile.mkdtemp()), **dict(
+    a.split("=", 1) for a in sys.argv[1:])))
+runner = EnvRunner(cfg.env, cfg.agent, envs_per_runner=4, unroll_length=5)
+Learner(cfg, runner.spec(), threads=2)
+print(int((torch.full((4_000_000,), 1e-39) * 1.0).count_nonzero()))
+"""
+
+
+@pytest.mark.parametrize("flush, nonzero", [(None, 0), ("false", 4_000_000)])
+def test_learner_flushes_denormals_on_every_thread(flush, nonzero):
+    """Denormals slow a CPU backward ~3x; the learner flushes them in all its threads."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    args = [] if flush is None else [f"learner.flush_denormal={flush}"]
+    out = subprocess.run([sys.executable, "-c", FLUSH_PROBE, *args], capture_output=True,
+                         text=True, timeout=300, cwd=Path(__file__).resolve().parents[1])
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert int(out.stdout.split()[-1]) == nonzero
+
+
+def test_run_directories_from_before_the_flush_keep_denormals(small_cfg, tmp_path):
+    """A run directory of format 4 resumes with learner.flush_denormal false, as it computed."""
+    import json
+
+    from learners.config.schema import save_config
+    from learners.runtime.run_dir import CONFIG_FORMAT, RunDir
+
+    cfg = small_cfg()
+    assert cfg.learner.flush_denormal is True
+    for fmt, expected in ((4, False), (CONFIG_FORMAT, True)):
+        run = tmp_path / f"format{fmt}"
+        (run / "checkpoints").mkdir(parents=True)
+        save_config(cfg, run / "config.yaml")
+        (run / "meta.json").write_text(json.dumps({"seed": 0, "config_format": fmt}))
+        assert RunDir.open(run).load_config().learner.flush_denormal is expected, fmt

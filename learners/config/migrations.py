@@ -16,8 +16,9 @@ from learners.config.typed_yaml import read_yaml
 
 # meta.json's (and a checkpoint's) "config_format": 2 since IMPALA reads learner.epochs and
 # learner.minibatches, 3 since it reads learner.clip_value and learner.recurrence, 4 since
-# the RIMs core gates its communication (agent.core_options.comm_gate).
-CONFIG_FORMAT = 4
+# the RIMs core gates its communication (agent.core_options.comm_gate), 5 since the learner
+# flushes denormal floats (learner.flush_denormal).
+CONFIG_FORMAT = 5
 
 
 def format_overrides(run_dir: Path) -> list[str]:
@@ -40,6 +41,8 @@ def saved_overrides(fmt: int, saved: dict | None) -> list[str]:
     ``clip_value: true`` in every config (and any ``recurrence``), which IMPALA ignored;
     from format 3 IMPALA reads both (with ``learner.impala.fixed_targets``). Before format 4
     the RIMs core's communication was ungated (``comm_gate: false``; its weights have no gate).
+    Before format 5 the learner kept denormal floats (``learner.flush_denormal: false``), so a
+    resumed older run computes as it did.
     """
     saved = saved if isinstance(saved, dict) else {}
     learner, agent = saved.get("learner"), saved.get("agent")
@@ -49,6 +52,8 @@ def saved_overrides(fmt: int, saved: dict | None) -> list[str]:
                 + ["learner.clip_value=false", "learner.recurrence=0"])
     if fmt < 4 and isinstance(agent, dict) and agent.get("core") == "rims":
         out.append("agent.core_options.comm_gate=false")
+    if fmt < 5 and isinstance(learner, dict):
+        out.append("learner.flush_denormal=false")
     return out
 
 

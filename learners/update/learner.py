@@ -14,6 +14,7 @@ where the CPU has bfloat16 instructions, e.g. AVX512-BF16 or AMX: measure with `
 
 Devices (``learners/update/device.py``): the learner uses a GPU only where it may
 (``resolve_device``), computes in full float32 with TensorFloat-32 off (``use_full_float32``),
+flushes denormal floats to zero on CPU (``flush_denormals``, ``learner.flush_denormal``),
 and every tensor it hands out (weights, optimizer state, PopArt statistics, checkpoints) is a
 CPU copy that shares no storage with its live tensors (``to_cpu``), whatever its device.
 
@@ -52,7 +53,7 @@ from envs.trajectory import Trajectory
 from learners.algorithms import LEARNERS
 from learners.algorithms.batch import Batch, chunk_sequences, minibatch_indices, pick
 from learners.update import bursts
-from learners.update.device import resolve_device, to_cpu, use_full_float32
+from learners.update.device import flush_denormals, resolve_device, to_cpu, use_full_float32
 from learners.update.malloc import keep_freed_memory
 from learners.update.monitor import TorsoMonitor
 from learners.update.optim import make_optimizer, match_groups, parameter_groups
@@ -91,9 +92,11 @@ class Learner:
         ``cfg``: the ExperimentConfig; ``spec``: ``EnvRunner.spec()`` (obs shapes, actions,
         tasks); ``threads``: torch's intra-op threads (unset: torch's default);
         ``reserved_gpus``: the GPUs Ray reserved for this learner actor, None outside Ray
-        (``resolve_device``). Also turns TF32 off in this process (``use_full_float32``) and
-        keeps its freed heap memory for reuse (``learners/update/malloc.py``).
+        (``resolve_device``). Also turns TF32 off in this process (``use_full_float32``), sets
+        its denormal flushing (``flush_denormals``) and keeps its freed heap memory for reuse
+        (``learners/update/malloc.py``).
         """
+        flush_denormals(cfg.learner.flush_denormal)  # before its threads start: see there
         if threads:
             torch.set_num_threads(threads)
         keep_freed_memory()  # updates reuse their buffers instead of faulting in new pages
