@@ -234,7 +234,7 @@ class BlindWatch:
                 f"{layer} units were inactive on every probe frame at {count} probes in a row "
                 f"(blind: a layer wholly inactive, or learner.monitor.blind_share "
                 f"{self.share:g} of the features), so the policy no longer depends on the "
-                "observation")
+                "screen")
 
     def state_dict(self) -> dict:
         """The spans and the verdict, for a checkpoint (a resumed run says no line again)."""
