@@ -80,3 +80,19 @@ def tensors(tree) -> list:
     if isinstance(tree, (list, tuple)):
         return [t for v in tree for t in tensors(v)]
     return []
+
+
+def saved_run(path, cfg, fmt: int | None):
+    """A run directory at ``path`` holding ``cfg`` as mira saved it in config format ``fmt``.
+
+    ``fmt`` None: a meta.json without ``config_format``, as format 1 wrote it.
+    """
+    import json
+
+    from learners.config.schema import save_config
+
+    (path / "checkpoints").mkdir(parents=True)
+    save_config(cfg, path / "config.yaml")
+    meta = {"seed": 0} if fmt is None else {"seed": 0, "config_format": fmt}
+    (path / "meta.json").write_text(json.dumps(meta))
+    return path

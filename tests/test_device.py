@@ -260,16 +260,11 @@ def test_learner_flushes_denormals_on_every_thread(flush, nonzero):
 
 def test_run_directories_from_before_the_flush_keep_denormals(small_cfg, tmp_path):
     """A run directory of format 4 resumes with learner.flush_denormal false, as it computed."""
-    import json
-
-    from learners.config.schema import save_config
     from learners.runtime.run_dir import CONFIG_FORMAT, RunDir
+    from tests.conftest import saved_run
 
     cfg = small_cfg()
     assert cfg.learner.flush_denormal is True
     for fmt, expected in ((4, False), (CONFIG_FORMAT, True)):
-        run = tmp_path / f"format{fmt}"
-        (run / "checkpoints").mkdir(parents=True)
-        save_config(cfg, run / "config.yaml")
-        (run / "meta.json").write_text(json.dumps({"seed": 0, "config_format": fmt}))
+        run = saved_run(tmp_path / f"format{fmt}", cfg, fmt)
         assert RunDir.open(run).load_config().learner.flush_denormal is expected, fmt

@@ -293,16 +293,11 @@ def test_old_run_directories_keep_impala_at_one_step_per_batch(small_cfg, tmp_pa
     Run directories from before config_format 2 saved PPO's epochs/minibatches (4, 4) in IMPALA
     configs, which IMPALA ignored then; loading them must not turn them on.
     """
-    import json
-
-    from learners.config.schema import save_config
     from learners.runtime.run_dir import RunDir
+    from tests.conftest import saved_run
 
     cfg = small_cfg(**{"learner.epochs": 4, "learner.minibatches": 2})
-    run = tmp_path / "old"
-    (run / "checkpoints").mkdir(parents=True)
-    save_config(cfg, run / "config.yaml")
-    (run / "meta.json").write_text(json.dumps({"seed": 0}))
+    run = saved_run(tmp_path / "old", cfg, None)
     old = RunDir.open(run)
     assert (old.load_config().learner.epochs, old.load_config().learner.minibatches) == (1, 1)
     assert old.resume_config(["learner.epochs=2"]).learner.epochs == 2
@@ -315,17 +310,12 @@ def test_old_run_directories_keep_impala_without_the_value_clip(small_cfg, tmp_p
     Formats 1-2 saved PPO's clip_value: true in IMPALA configs too, which IMPALA ignored; from
     format 3 it reads it (with fixed targets), so older directories load it as false.
     """
-    import json
-
-    from learners.config.schema import save_config
     from learners.runtime.run_dir import CONFIG_FORMAT, RunDir
+    from tests.conftest import saved_run
 
     cfg = small_cfg(**{"learner.impala.fixed_targets": "true", "learner.clip_value": "true"})
     for fmt, expected in ((2, False), (CONFIG_FORMAT, True)):
-        run = tmp_path / f"format{fmt}"
-        (run / "checkpoints").mkdir(parents=True)
-        save_config(cfg, run / "config.yaml")
-        (run / "meta.json").write_text(json.dumps({"seed": 0, "config_format": fmt}))
+        run = saved_run(tmp_path / f"format{fmt}", cfg, fmt)
         assert RunDir.open(run).load_config().learner.clip_value is expected, fmt
 
 
