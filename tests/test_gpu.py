@@ -129,11 +129,16 @@ def test_cuda_compiled_update_matches_eager(small_cfg, popart):
     """``learner.compile`` on CUDA (``reduce-overhead``: CUDA graphs) gives the eager update.
 
     Two updates, so the second replays the graphs the first recorded; the metrics and, with
-    PopArt, the value targets of each minibatch outlive its replay (``kept_outputs``).
+    PopArt, the value targets of each minibatch outlive its replay (``kept_outputs``). Every
+    graph ran as a CUDA graph: none was skipped (an input mutated outside the graphs' memory,
+    such as gradients the clipping graph scales, would skip it and run it kernel by kernel).
     """
     over = {"learner.device": "cuda", "learner.minibatches": 2, "learner.popart": popart,
+            "learner.optimizer.name": "adam",
             "agent.core_options": "{hidden_size: 32, resets: rows}"}
     cfg, compiled, spec, weights, trajs = eager_and_compiled(small_cfg, over)
+    torch._dynamo.reset()
+    torch._dynamo.utils.counters.clear()
     after = {}
     for name, c in (("eager", cfg), ("compiled", compiled)):
         lrn = Learner(c, spec)
@@ -141,6 +146,7 @@ def test_cuda_compiled_update_matches_eager(small_cfg, popart):
         metrics = [lrn.update(t) for t in trajs]
         after[name] = (lrn.get_weights(), metrics[-1])
     assert_same_update(weights, after["compiled"], after["eager"])
+    assert not torch._dynamo.utils.counters["inductor"]["cudagraph_skips"]
 
 
 @pytest.mark.parametrize("learner", ["impala", "ppo"])

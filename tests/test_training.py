@@ -427,13 +427,14 @@ def _nonfinite_loss_after(monkeypatch, updates: int, how: str = "loss"):
     monkeypatch.setitem(LEARNERS._entries, "impala", dataclasses.replace(algorithm, loss=loss))
 
 
-@pytest.mark.parametrize("how", ["loss", "grad"])
+@pytest.mark.parametrize("how,compiled", [("loss", False), ("grad", False), ("grad", True)])
 def test_nonfinite_update_is_skipped_and_leaves_weights_and_optimizer_alone(
-        small_cfg, monkeypatch, how):
+        small_cfg, monkeypatch, how, compiled):
+    """Also with ``learner.compile``, whose clipping and optimizer step are graphs."""
     from envs.runner import EnvRunner
     from learners.update.learner import Learner
 
-    cfg = small_cfg()
+    cfg = small_cfg(**{"learner.compile": compiled})
     runner = EnvRunner(cfg.env, cfg.agent, envs_per_runner=4, unroll_length=5)
     learner = Learner(cfg, runner.spec())
     assert learner.update(runner.rollout())["skipped_updates"] == 0
