@@ -200,8 +200,10 @@ class LearnerSettings:
     # bfloat16 autocast for the learner's forward (CUDA; CPU with bf16 instructions)
     mixed_precision: bool = False
     # torch.compile each minibatch's forward and loss, its backward following, as one graph
-    # (the LSTM stepped in it, not fused); on CUDA in "reduce-overhead" mode, replayed as
-    # CUDA graphs. Meant for a GPU learner, whose update waits on launches (docs/gpu.md)
+    # (the LSTM stepped in it, not fused), and gradient clipping and the optimizer step as two
+    # more (Adam and RMSProp then step unfused, their rate a tensor); on CUDA in
+    # "reduce-overhead" mode, replayed as CUDA graphs. Meant for a GPU learner, whose update
+    # waits on launches (docs/gpu.md)
     compile: bool = False
     # flush denormal floats to zero in the learner's CPU arithmetic (every thread of its
     # process): gradients that decay below float32's normal range otherwise slow its backward

@@ -14,8 +14,9 @@ together. Here they are two graphs, with the divergence guard's host read betwee
   so the scaling cannot share its graph.)
 
 So a step whose loss or norm is not finite is skipped before the weights or the optimizer's
-state move, as in the eager step (``Learner.step``). On CUDA both compile in ``reduce-overhead`` mode, each replayed as one
-CUDA graph; on CPU (tests, the bench's count) as inductor's C++ kernels.
+state move, as in the eager step (``Learner.step``). On CUDA both compile in
+``reduce-overhead`` mode, each replayed as one CUDA graph; on CPU (tests, the bench's count)
+as inductor's C++ kernels.
 
 The optimizer must be traceable: Adam's fused kernel is not (torch leaves it to eager), so
 under ``learner.compile`` Adam and RMSProp are built with their multi-tensor step,
