@@ -1,3 +1,5 @@
+import pytest
+
 from scripts.bench.env import main
 
 
@@ -31,6 +33,23 @@ def test_bench_learner_prints_each_precision_and_thread_count(capsys):
     rows = [line for line in out[1:] if "thread(s)" in line]
     assert [r.split()[1] for r in rows] == ["float32", "bfloat16"]
     assert all(float(r.split(":")[1].split()[0]) > 0 and "page faults/update" in r for r in rows)
+
+
+@pytest.mark.slow
+def test_bench_learner_checks_the_compiled_update_against_eager(capsys):
+    """``--check-compile``: the compiled update's changes within float32 rounding of eager's."""
+    from scripts.bench.learner import main as bench_learner
+
+    assert bench_learner(["configs/impala_minigrid.yaml", "runtime.envs_per_runner=4",
+                          "learner.unroll_length=5", "learner.batch_size=4",
+                          "agent.core_options.hidden_size=32", "--check-compile"]) == 0
+    first, second = capsys.readouterr().out.splitlines()[-2:]
+    assert "2 updates of one batch of 20 steps on cpu" in first
+    assert float(first.split("within ")[1].split()[0]) < 1e-3
+    pairs = [part.rsplit(" ", 3) for part in second.split(": ", 1)[1].split(", ")]
+    assert [p[0] for p in pairs] == ["policy_loss", "value_loss", "entropy", "grad_norm"]
+    for _, eager, _, compiled in pairs:
+        assert float(compiled) == pytest.approx(float(eager), rel=1e-3, abs=1e-6)
 
 
 def test_freed_memory_is_reused_without_new_page_faults():

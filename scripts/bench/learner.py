@@ -11,7 +11,11 @@ batch is stamped with the learner's version, as its runs' batches are (policy la
 ``--stale`` measures the update on an older batch instead. Figures, not assertions; only
 meaningful on an otherwise idle machine. ``--count-ops`` prints instead the operators one
 update dispatches per collected step (``scripts/bench/dispatch.py``): a count, not a timing,
-the same on any machine.
+the same on any machine. ``--check-compile`` prints instead how far ``learner.compile``'s
+update lands from the eager one: two updates of one batch from the same weights, each
+tensor's change against eager's and the update's metrics side by side (on the config's
+learner device; a check of the compiled graphs on the preset's own batch, where the tests use
+small ones).
 """
 
 from __future__ import annotations
@@ -48,6 +52,36 @@ def measure(cfg, trajectories, steps: int, spec: dict, threads: int, seconds: fl
     return {"steps_per_s": rate, "core_ms": 1e3 * threads / rate, "faults_per_update": faults / n}
 
 
+def compiled_agreement(cfg, trajectories, spec: dict, updates: int = 2) -> dict:
+    """An eager and a compiled learner from the same weights, ``updates`` updates of one batch.
+
+    Returns ``change``: the largest ``|compiled change - eager change| / |eager change|`` over
+    the agent's tensors (the sharp check: a wrong gradient shows here, not in the weights);
+    ``metrics``: the last update's smooth metrics, ``{name: (eager, compiled)}``; ``device``:
+    the learners' device.
+    """
+    from dataclasses import replace
+
+    from learners.update.learner import Learner
+
+    after = {}
+    for compiled in (False, True):
+        learner = Learner(replace(cfg, learner=replace(cfg.learner, compile=compiled)), spec)
+        if not compiled:
+            start = learner.get_weights()
+        learner.agent.load_state_dict(start)
+        for _ in range(updates):
+            metrics = learner.update(*trajectories)
+        after[compiled] = (learner.get_weights(), metrics)
+    (eager, em), (comp, cm) = after[False], after[True]
+    change = max(float((comp[k] - eager[k]).norm() / (eager[k] - start[k]).norm())
+                 for k in start if start[k].is_floating_point()
+                 and float((eager[k] - start[k]).norm()) > 0)
+    names = ("policy_loss", "value_loss", "entropy", "grad_norm")
+    return {"change": change, "metrics": {k: (em[k], cm[k]) for k in names if k in em},
+            "device": str(learner.device)}
+
+
 def main(argv: list[str] | None = None) -> int:
     """Measure and print every setting; 0 on success (a bad config: argparse's exit 2)."""
     from dataclasses import replace
@@ -68,6 +102,9 @@ def main(argv: list[str] | None = None) -> int:
                         "with learner.lock_step)")
     p.add_argument("--count-ops", action="store_true",
                    help="print the operators one update dispatches per collected step and exit")
+    p.add_argument("--check-compile", action="store_true",
+                   help="print how far learner.compile's update lands from the eager one and "
+                        "exit")
     args = p.parse_args(argv)
     try:
         cfg = load_config(args.config, args.overrides)
@@ -96,6 +133,14 @@ def main(argv: list[str] | None = None) -> int:
     trajectories, steps = update_batch(cfg, runner)
     spec = runner.spec()
     runner.close()
+    if args.check_compile:
+        agreement = compiled_agreement(cfg, trajectories, spec)
+        print(f"[bench_learner] {args.config} {' '.join(args.overrides)}: compiled against "
+              f"eager, 2 updates of one batch of {steps} steps on {agreement['device']}: each "
+              f"tensor's change within {agreement['change']:.1e} of eager's", flush=True)
+        print("[bench_learner] eager / compiled: " + ", ".join(
+            f"{k} {a:.6g} / {b:.6g}" for k, (a, b) in agreement["metrics"].items()), flush=True)
+        return 0
     print(f"[bench_learner] {args.config}: {cfg.learner.name}, {steps} steps per update, "
           f"{cfg.learner.epochs} epoch(s) x {cfg.learner.minibatches} minibatch(es), policy lag "
           f"{0 if cfg.learner.lock_step and not args.stale else 'above 0'}", flush=True)
