@@ -430,7 +430,7 @@ def _nonfinite_loss_after(monkeypatch, updates: int, how: str = "loss"):
 @pytest.mark.parametrize("how,compiled", [("loss", False), ("grad", False), ("grad", True)])
 def test_nonfinite_update_is_skipped_and_leaves_weights_and_optimizer_alone(
         small_cfg, monkeypatch, how, compiled):
-    """Also with ``learner.compile``, whose clipping and optimizer step are graphs."""
+    """Also with ``learner.compile``, whose gradient clipping is a graph of its own."""
     from envs.runner import EnvRunner
     from learners.update.learner import Learner
 

@@ -200,8 +200,7 @@ class LearnerSettings:
     # bfloat16 autocast for the learner's forward (CUDA; CPU with bf16 instructions)
     mixed_precision: bool = False
     # torch.compile each minibatch's forward and loss, its backward following, as one graph
-    # (the LSTM stepped in it, not fused), and gradient clipping and the optimizer step as two
-    # more (Adam and RMSProp then step unfused, their rate a tensor); on CUDA in
+    # (the LSTM stepped in it, not fused), and gradient clipping as one more; on CUDA in
     # "reduce-overhead" mode, replayed as CUDA graphs. Meant for a GPU learner, whose update
     # waits on launches (docs/gpu.md)
     compile: bool = False

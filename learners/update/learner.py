@@ -53,8 +53,8 @@ from envs.trajectory import Trajectory
 from learners.algorithms import LEARNERS
 from learners.algorithms.batch import Batch, chunk_sequences, minibatch_indices, pick
 from learners.update import bursts
+from learners.update.clipping import CompiledClip
 from learners.update.device import flush_denormals, resolve_device, to_cpu, use_full_float32
-from learners.update.graph_step import GraphStep, set_lr
 from learners.update.malloc import keep_freed_memory
 from learners.update.monitor import TorsoMonitor
 from learners.update.optim import make_optimizer, match_groups, parameter_groups
@@ -116,7 +116,7 @@ class Learner:
         # same weights, and train-mode dropout (RIMs' attention dropout) would make them differ.
         self.agent.eval()
         self.optimizer = make_optimizer(parameter_groups(self.agent, self.lcfg.optimizer),
-                                        self.lcfg.optimizer, compiled=self.lcfg.compile)
+                                        self.lcfg.optimizer)
         self.popart = None
         if getattr(self.lcfg, "popart", False):
             from learners.algorithms.popart import PopArt
@@ -142,7 +142,7 @@ class Learner:
                               and LEARNERS.get(self.lcfg.name).popart_from_last_pass)
         # learner.compile: each minibatch's pick, forward and loss as one compiled graph
         self.minibatch_loss = self.eager_minibatch_loss
-        self.graph_step = None  # learner.compile: clipping and the step as graphs of their own
+        self.compiled_clip = None  # learner.compile: gradient clipping as a graph of its own
         if self.lcfg.compile:
             graphs = self.device.type == "cuda"
             compiled = torch.compile(self.eager_minibatch_loss,
@@ -150,8 +150,8 @@ class Learner:
             self.minibatch_loss = (
                 compiled if not graphs
                 else lambda batch, state, idx: kept_outputs(*compiled(batch, state, idx)))
-            self.graph_step = GraphStep(self.agent, self.optimizer,
-                                        self.lcfg.optimizer.max_grad_norm, graphs)
+            self.compiled_clip = CompiledClip(self.agent, self.lcfg.optimizer.max_grad_norm,
+                                              graphs)
         # CUDA graphs: the batch in buffers that keep their addresses, so a replay copies only
         # the minibatch's sequences in (learners/update/staging.py)
         self.static_batch = (StaticBatch() if self.lcfg.compile and self.device.type == "cuda"
@@ -214,18 +214,18 @@ class Learner:
         the device); the backward of a non-finite loss is harmless, its gradients are dropped.
         """
         for group in self.optimizer.param_groups:
-            set_lr(group, self.lr() * group["lr_scale"])
+            group["lr"] = self.lr() * group["lr_scale"]
         self.optimizer.zero_grad(set_to_none=True)
         threshold = self.lcfg.capture_grad_norm
         watch = bool(threshold) and inputs is not None and self.captured < CAPTURE_LIMIT
         loss.backward()
         norms = bursts.grad_norms(self.agent) if watch else None
-        if self.graph_step is None:
+        if self.compiled_clip is None:
             grad_norm = torch.nn.utils.clip_grad_norm_(self.agent.parameters(),
                                                        self.lcfg.optimizer.max_grad_norm)
             read = torch.stack([loss.detach().float(), grad_norm.float()])
-        else:
-            read = self.graph_step.clip(loss)
+        else:  # the same as one graph (learners/update/clipping.py)
+            read = self.compiled_clip.clip(loss)
         loss_value, grad_norm = read.tolist()
         if not math.isfinite(loss_value):
             if watch:  # kept without gradient norms (all non-finite): its replay's loss terms
@@ -238,10 +238,7 @@ class Learner:
             self.optimizer.zero_grad(set_to_none=True)
             self.step_skipped = True
             return grad_norm
-        if self.graph_step is None:
-            self.optimizer.step()
-        else:
-            self.graph_step.step()
+        self.optimizer.step()
         return grad_norm
 
     def capture(self, grad_norm: float, norms: dict[str, float], batch: Batch, state: tuple,
@@ -323,6 +320,8 @@ class Learner:
             last_pass = []
             for idx in minibatch_indices(batch.reset.shape[1], cfg.minibatches, generator,
                                          batch.reset.device):
+                if cfg.compile:  # one CUDA-graph step: forward, backward, clipping
+                    torch.compiler.cudagraph_mark_step_begin()
                 loss, metrics, kept = self.minibatch_loss(batch, state, idx)
                 metrics["grad_norm"] = self.step(loss, (batch, state, idx, index))
                 index += 1
@@ -441,16 +440,12 @@ class Learner:
         match_groups(saved, own_groups)
         for group, own in zip(saved["param_groups"], own_groups):
             # How the step runs and the torso's share of the rate are this learner's, not the
-            # checkpoint's (an unfused Adam's checkpoint into a fused one or a compiled one; a
-            # changed torso_lr_scale); set before loading, which places the state by them. The
-            # rate is set at every step; its kind (a float, or a compiled step's tensor) stays.
+            # checkpoint's (an unfused Adam's checkpoint into a fused one; a changed
+            # torso_lr_scale); set before loading, which places the state by them.
             group["lr_scale"] = own["lr_scale"]
-            for key in ("fused", "foreach", "capturable", "lr"):
-                if key in own:
-                    group[key] = own[key]
+            if "fused" in own:
+                group["fused"] = own["fused"]
         self.optimizer.load_state_dict(saved)
-        if self.graph_step is not None:  # the rate tensors its graphs read, not the copies
-            self.graph_step.keep_lr()
         self.version = int(state["counters"]["version"])
         self.frames = int(state["counters"]["frames"])
         if self.popart is not None and "popart" in state:

@@ -83,27 +83,12 @@ def parameter_groups(agent, opt_cfg) -> list[dict]:
             {"params": [p for p in agent.parameters() if id(p) not in torso], "lr_scale": 1.0}]
 
 
-def make_optimizer(params, opt_cfg, compiled: bool = False) -> torch.optim.Optimizer:
-    """The ``learner.optimizer.name`` optimizer over ``params``: rmsprop_tf, rmsprop or adam.
-
-    ``compiled`` (``learner.compile``): Adam's and RMSProp's steps are traced into a graph
-    (``learners/update/graph_step.py``), so they take the multi-tensor step, ``capturable``,
-    and each group's rate as a tensor of its own on the parameters' device (RMSpropTF keeps
-    a float rate and steps eagerly).
-    """
+def make_optimizer(params, opt_cfg) -> torch.optim.Optimizer:
+    """The ``learner.optimizer.name`` optimizer over ``params``: rmsprop_tf, rmsprop or adam."""
     if opt_cfg.name == "rmsprop_tf":
         # IMPALA's own optimizer, TF1 semantics (this module): what its settings assume.
         return RMSpropTF(params, lr=opt_cfg.lr, alpha=opt_cfg.alpha, eps=opt_cfg.eps,
                          momentum=opt_cfg.momentum)
-    if compiled and opt_cfg.name in ("rmsprop", "adam"):
-        groups = [{**g, "lr": torch.tensor(float(opt_cfg.lr), device=g["params"][0].device)}
-                  for g in params]
-        if opt_cfg.name == "rmsprop":
-            return torch.optim.RMSprop(groups, lr=opt_cfg.lr, alpha=opt_cfg.alpha,
-                                       eps=opt_cfg.eps, momentum=opt_cfg.momentum, foreach=True,
-                                       capturable=True)
-        return torch.optim.Adam(groups, lr=opt_cfg.lr, eps=opt_cfg.eps, foreach=True,
-                                capturable=True)
     if opt_cfg.name == "rmsprop":
         # IMPALA: RMSProp, eps 0.01, decay (alpha) 0.99, momentum 0 (Espeholt et al. 2018,
         # table D.3).
