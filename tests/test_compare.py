@@ -442,6 +442,17 @@ def test_ctrl_c_to_the_process_group_leaves_each_trial_its_checkpoint(tmp_path):
 
 
 @pytest.mark.ray
+def test_each_trial_task_runs_in_a_fresh_worker_process(ray_local):
+    # A worker kept from an earlier trial would run the code it imported then, not the
+    # checkout's revision the new trial records: each trial task gets a process of its own.
+    from scripts.compare.trial_runner import ResourcesSpec, trial_task
+
+    task = trial_task(ray_local, lambda: os.getpid(), ResourcesSpec())
+    pids = [ray_local.get(task.remote()) for _ in range(3)]  # one after another
+    assert len(set(pids)) == 3 and os.getpid() not in pids
+
+
+@pytest.mark.ray
 def test_pbt_copies_a_better_checkpoint(tmp_path, ray_local):
     path = write_compare(tmp_path, matrix={}, seeds=[0, 1], evaluate={"episodes": 1}, plan={},
                          pbt={"enabled": True, "interval_frames": 200, "quantile": 0.5,

@@ -235,8 +235,12 @@ def test_ctrl_c_writes_a_checkpoint_and_resume_continues(tmp_path, num_runners):
     assert json.loads((run / "summary.json").read_text())["frames"] >= frames + 200
     # The new budget is the run's config now: a later plain --resume keeps it.
     assert RunDir(run).load_config().run.total_frames == frames + 200
-    assert json.loads((run / "meta.json").read_text())["resumes"][0]["overrides"] == [
-        f"run.total_frames={frames + 200}"]
+    meta = json.loads((run / "meta.json").read_text())
+    assert meta["resumes"][0]["overrides"] == [f"run.total_frames={frames + 200}"]
+    # The code each start trained on: the first in git_revision, the resume's beside its frames.
+    (resumed,) = meta["resumed_on"]
+    learnt = RunDir.load_checkpoint(ckpt)["learner"]["counters"]["frames"]  # the weights' frames
+    assert resumed["frames"] == learnt and resumed["git_revision"] == meta["git_revision"]
 
 
 @pytest.mark.parametrize("learner", ["impala", "ppo"])

@@ -170,6 +170,19 @@ class RunDir:
             meta_path.write_text(json.dumps(meta, indent=2))
         return cfg
 
+    def note_resume(self, frames: int) -> None:
+        """Record in ``meta.json`` that training resumes at ``frames`` on this checkout.
+
+        ``meta.json``'s ``git_revision`` is the revision the run started on; each resume
+        appends ``{"frames", "git_revision", "time"}`` to its ``resumed_on`` list, so a run
+        that spans checkouts says which code trained which frames.
+        """
+        meta_path = self.path / "meta.json"
+        meta = json.loads(meta_path.read_text()) if meta_path.is_file() else {}
+        meta.setdefault("resumed_on", []).append(
+            {"frames": int(frames), "git_revision": git_revision(), "time": time.time()})
+        meta_path.write_text(json.dumps(meta, indent=2))
+
     # ------------------------------------------------------------------ checkpoints
 
     @staticmethod

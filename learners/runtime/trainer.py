@@ -109,6 +109,8 @@ class Trainer:
         self.version = get(self.learner.get_version())
         self.frames = (int(get(self.learner.state_counters())["frames"])
                        if resume_from is not None else 0)
+        if resume_from is not None:
+            run.note_resume(self.frames)
         self.weights = self.learner.get_weights()
         self._start = self._log_time = self._last_ckpt = time.time()
         self._log_frames, self._queue_wait, self.last_metrics = self.frames, 0.0, {}

@@ -103,6 +103,24 @@ def _progress(run_dir: Path) -> str:
             + (f", {eta} left" if eta else ""))
 
 
+def trial_task(ray, fn, resources: ResourcesSpec):
+    """``fn`` as the Ray task each trial runs in, with the trial's resources.
+
+    Each task gets a worker process of its own (``max_calls=1``): a trial imports mira's code as
+    the checkout holds it when the trial starts, which is the revision its run directory
+    records, not code an earlier trial's worker imported before the checkout moved.
+    """
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    # A trial reserving no GPU sees none (its in-process learner then stays on CPU).
+    opts = dict(num_cpus=resources.cpus_per_trial, max_retries=1,
+                **gpu_options(resources.gpus_per_trial))
+    if resources.placement == "driver":
+        opts["scheduling_strategy"] = NodeAffinitySchedulingStrategy(
+            ray.get_runtime_context().get_node_id(), soft=False)
+    return ray.remote(max_calls=1)(fn).options(**opts)
+
+
 def run_jobs_on_ray(jobs: list[dict], resources: ResourcesSpec, aggregate: str,
                     cfg: ExperimentConfig, max_concurrent: int | None,
                     quiet: bool, command: str | None = None) -> tuple[dict, dict]:
@@ -117,8 +135,6 @@ def run_jobs_on_ray(jobs: list[dict], resources: ResourcesSpec, aggregate: str,
         return {}, {}
     jobs = [dict(job, command=command, cwd=os.getcwd()) for job in jobs]
     ray = _connect(resources, cfg)
-    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
-
     limit, note = trials_at_once(ray.cluster_resources(), resources, cfg, max_concurrent)
     tell = (lambda *a: None) if quiet else say
     if note:
@@ -126,13 +142,7 @@ def run_jobs_on_ray(jobs: list[dict], resources: ResourcesSpec, aggregate: str,
     tell(f"running {len(jobs)} trial(s), up to {limit} at once, on "
          f"{ray.cluster_resources().get('CPU', 0):.0f} Ray CPU slots"
          + ("" if cfg.runtime.address else f" ({os.cpu_count()} cores on this machine)"))
-    # A trial reserving no GPU sees none (its in-process learner then stays on CPU).
-    opts = dict(num_cpus=resources.cpus_per_trial, max_retries=1,
-                **gpu_options(resources.gpus_per_trial))
-    if resources.placement == "driver":
-        opts["scheduling_strategy"] = NodeAffinitySchedulingStrategy(
-            ray.get_runtime_context().get_node_id(), soft=False)
-    task = ray.remote(run_trial).options(**opts)
+    task = trial_task(ray, run_trial, resources)
     pending, running, results, failed = list(jobs), {}, {}, {}
     last = time.time()
     try:
