@@ -226,8 +226,12 @@ def test_ctrl_c_writes_a_checkpoint_and_resume_continues(tmp_path, num_runners):
     assert proc.returncode == 130, err
     ckpt = RunDir(run).latest_checkpoint()
     assert ckpt is not None
-    frames = RunDir.load_checkpoint(ckpt)["progress"]["frames"]
+    state = RunDir.load_checkpoint(ckpt)
+    frames = state["progress"]["frames"]
     assert frames > 0 and json.loads((run / "summary.json").read_text())["interrupted"]
+    # The checkpoint counts the frames its weights were trained on, also with an update in
+    # flight when it was written; its file is named by them.
+    assert frames == state["learner"]["counters"]["frames"] and f"{frames:012d}" in ckpt.name
     out = subprocess.run([sys.executable, "-m", "scripts.cli", "train", "--resume", str(run),
                           f"run.total_frames={frames + 200}", "--quiet"],
                          cwd=ROOT, capture_output=True, text=True, timeout=300)
@@ -239,8 +243,7 @@ def test_ctrl_c_writes_a_checkpoint_and_resume_continues(tmp_path, num_runners):
     assert meta["resumes"][0]["overrides"] == [f"run.total_frames={frames + 200}"]
     # The code each start trained on: the first in git_revision, the resume's beside its frames.
     (resumed,) = meta["resumed_on"]
-    learnt = RunDir.load_checkpoint(ckpt)["learner"]["counters"]["frames"]  # the weights' frames
-    assert resumed["frames"] == learnt and resumed["git_revision"] == meta["git_revision"]
+    assert resumed["frames"] == frames and resumed["git_revision"] == meta["git_revision"]
 
 
 @pytest.mark.parametrize("learner", ["impala", "ppo"])

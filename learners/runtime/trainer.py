@@ -232,12 +232,16 @@ class Trainer:
         from learners.config.migrations import CONFIG_FORMAT
         from learners.config.schema import to_dict
 
+        learner = get(self.learner.state_dict())
+        # The frames the weights were trained on: an update still in flight when the checkpoint
+        # was asked for is in them, though the driver has not yet mirrored its count.
+        frames = int(learner["counters"]["frames"])
         state = {
             "config": to_dict(self.cfg),  # a checkpoint is self-contained for mira evaluate
             "config_format": CONFIG_FORMAT,  # what its config means (learners/config/migrations.py)
-            "learner": get(self.learner.state_dict()),
+            "learner": learner,
             "progress": {
-                "frames": self.frames, "wall_time_s": self.wall_time(),
+                "frames": frames, "wall_time_s": self.wall_time(),
                 "episodes": self.stats.state_dict(), "lost_unrolls": self.lost_unrolls,
                 "monitor": self.blind.state_dict(),
             },
@@ -248,7 +252,7 @@ class Trainer:
             log.error("not writing a checkpoint: the weights hold non-finite values (%s); "
                       "the last good one is %s", ", ".join(bad[:3]), self.run.latest_checkpoint())
             return None
-        return self.run.save_checkpoint(state, self.frames, self.cfg.run.keep_checkpoints)
+        return self.run.save_checkpoint(state, frames, self.cfg.run.keep_checkpoints)
 
     def wall_time(self) -> float:
         """Seconds of training in this run, the time before each resume included."""
