@@ -202,6 +202,19 @@ def test_run_dir_refuses_to_overwrite(tmp_path, small_cfg):
         RunDir.create(small_cfg(), None)
 
 
+def test_a_resume_is_recorded_in_meta_json_and_a_broken_record_does_not_stop_it(tmp_path,
+                                                                                capsys):
+    run = RunDir(tmp_path)
+    run.note_resume(1_000)  # no meta.json yet: one is written
+    meta = json.loads((tmp_path / "meta.json").read_text())
+    assert [r["frames"] for r in meta["resumed_on"]] == [1_000]
+    (tmp_path / "meta.json").write_text('{"seed": 0, "git_rev')  # cut short
+    run.note_resume(2_000)
+    assert "resume not recorded" in capsys.readouterr().err
+    assert (tmp_path / "meta.json").read_text() == '{"seed": 0, "git_rev'  # left as it was
+    assert not list(tmp_path.glob("*.tmp"))
+
+
 @pytest.mark.parametrize("num_runners", [0, pytest.param(2, marks=pytest.mark.ray)])
 def test_ctrl_c_writes_a_checkpoint_and_resume_continues(tmp_path, num_runners):
     """Ctrl-C writes a checkpoint and a resume continues.
@@ -232,6 +245,7 @@ def test_ctrl_c_writes_a_checkpoint_and_resume_continues(tmp_path, num_runners):
     # The checkpoint counts the frames its weights were trained on, also with an update in
     # flight when it was written; its file is named by them.
     assert frames == state["learner"]["counters"]["frames"] and f"{frames:012d}" in ckpt.name
+    assert json.loads((run / "summary.json").read_text())["frames"] == frames  # the same count
     out = subprocess.run([sys.executable, "-m", "scripts.cli", "train", "--resume", str(run),
                           f"run.total_frames={frames + 200}", "--quiet"],
                          cwd=ROOT, capture_output=True, text=True, timeout=300)

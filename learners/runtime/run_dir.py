@@ -125,7 +125,7 @@ class RunDir:
         run.save_config(cfg, cwd)
         meta = {"config_format": CONFIG_FORMAT, "seed": cfg.run.seed,
                 "git_revision": git_revision(), "command": command, "started": time.time()}
-        (run.path / "meta.json").write_text(json.dumps(meta, indent=2))
+        run._write_meta(meta)
         return run
 
     def save_config(self, cfg: ExperimentConfig, cwd: str | Path | None = None) -> None:
@@ -162,12 +162,11 @@ class RunDir:
         cfg = self.load_config(overrides)
         if overrides:
             self.save_config(cfg)
-            meta_path = self.path / "meta.json"
-            meta = json.loads(meta_path.read_text()) if meta_path.is_file() else {}
+            meta = self._read_meta()
             meta.setdefault("resumes", []).append({"overrides": list(overrides),
                                                    "time": time.time()})
             meta["config_format"] = CONFIG_FORMAT  # config.yaml is now written in this format
-            meta_path.write_text(json.dumps(meta, indent=2))
+            self._write_meta(meta)
         return cfg
 
     def note_resume(self, frames: int) -> None:
@@ -175,13 +174,29 @@ class RunDir:
 
         ``meta.json``'s ``git_revision`` is the revision the run started on; each resume
         appends ``{"frames", "git_revision", "time"}`` to its ``resumed_on`` list, so a run
-        that spans checkouts says which code trained which frames.
+        that spans checkouts says which code trained which frames. A record that cannot be
+        read or written is a warning, not a reason to stop the run.
         """
-        meta_path = self.path / "meta.json"
-        meta = json.loads(meta_path.read_text()) if meta_path.is_file() else {}
-        meta.setdefault("resumed_on", []).append(
-            {"frames": int(frames), "git_revision": git_revision(), "time": time.time()})
-        meta_path.write_text(json.dumps(meta, indent=2))
+        try:
+            meta = self._read_meta()
+            meta.setdefault("resumed_on", []).append(
+                {"frames": int(frames), "git_revision": git_revision(), "time": time.time()})
+            self._write_meta(meta)
+        except (OSError, ValueError) as e:
+            print(f"[mira] warning: {self.path / 'meta.json'}: resume not recorded ({e})",
+                  file=sys.stderr)
+
+    def _read_meta(self) -> dict:
+        """``meta.json`` as a dict ({} if absent); a file that is not JSON is a ValueError."""
+        path = self.path / "meta.json"
+        return json.loads(path.read_text()) if path.is_file() else {}
+
+    def _write_meta(self, meta: dict) -> None:
+        """Write ``meta.json`` whole or not at all (a crash mid-write keeps the old one)."""
+        path = self.path / "meta.json"
+        tmp = path.with_suffix(".json.tmp")
+        tmp.write_text(json.dumps(meta, indent=2))
+        os.replace(tmp, path)
 
     # ------------------------------------------------------------------ checkpoints
 

@@ -426,6 +426,8 @@ class Trainer:
         update_ref, idle_since = None, time.time()
         while self.frames < self.cfg.run.total_frames and not self.diverged:
             if self._periodic(flag):
+                if update_ref is not None:  # the stop's checkpoint and summary count it alike
+                    self._update_done(update_ref, queue.per_update)
                 return True
             waiting = list(inflight) + ([update_ref] if update_ref is not None else [])
             for ref in wait_one(waiting):
