@@ -289,3 +289,21 @@ def test_resnet_is_impalas_deep_network():
     with torch.no_grad():
         y = torso(obs, action, reward)[0]
     torch.testing.assert_close(y[:, :256], fc, atol=1e-4, rtol=1e-4)
+
+
+def test_bench_counts_each_torsos_parameters_and_multiply_adds(capsys):
+    """``python -m scripts.bench.torsos``: the counts docs/components.md's table gives.
+
+    Shallow's multiply-adds by hand: conv1 16 x 20 x 20 outputs of 4 x 8 x 8, conv2 32 x 9 x 9
+    of 16 x 4 x 4, fc 2,592 -> 256.
+    """
+    from scripts.bench.torsos import main
+
+    assert main(["--torsos", "shallow", "nature-32-64-32", "--steps", "2", "--envs", "2",
+                 "--warmup", "0", "--repeats", "1", "--threads", "1"]) == 0
+    out = capsys.readouterr().out
+    by_hand = 16 * 20 * 20 * 4 * 8 * 8 + 32 * 9 * 9 * 16 * 4 * 4 + 2592 * 256
+    assert f"| shallow | 676,144; 1,211,447 | {by_hand / 1e6:.1f}M | " in out
+    assert "| nature-32-64-32 | 862,848; 1,660,295 | 7.6M | " in out
+    assert main(["--torsos", "deep"]) == 2
+    assert "unknown torso 'deep'; choose from shallow" in capsys.readouterr().err
