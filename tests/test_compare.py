@@ -220,6 +220,10 @@ def test_compare_runs_reports_and_resumes(tmp_path, ray_local, capsys):
         "](probability_of_improvement.png)", "](tiny_probability_of_improvement.png)")
     assert ("raw episode return" in report and "Exploratory: probability of improvement" in report
             and "hidden_size=32" in report)
+    # Each trial's code: one revision here, so no note that the trials span several.
+    from learners.runtime.run_dir import git_revision
+    assert f"| {git_revision()[:7]}" in report.split("## Trials")[1]
+    assert "code revisions" not in report
     # The plan: stored as first seen, the primary pair's anytime-valid interval, paired seeds.
     assert "## Plan" in report and "Primary comparisons (anytime-valid)" in report
     assert "No change to the plan after a report was written" in report

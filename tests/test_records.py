@@ -301,3 +301,16 @@ def test_mira_train_records_its_own_command(tmp_path, monkeypatch):
     assert shlex.split(meta["command"])[:4] == ["mira", "train", "preset.yaml", "run.dir=run"]
     assert "host" not in meta and str(tmp_path) not in meta["command"]
     assert yaml.safe_load((tmp_path / "run" / "config.yaml").read_text())["run"]["dir"] == "run"
+
+
+def test_a_trials_code_is_the_revision_it_started_on_then_each_it_resumed_on(tmp_path):
+    from scripts.compare.records import code_cell, code_revisions
+
+    a, b = "a" * 40, "b" * 40 + "-dirty"
+    (tmp_path / "meta.json").write_text(json.dumps({"git_revision": a, "resumed_on": [
+        {"frames": 1_060_000, "git_revision": a}, {"frames": 2_000_000, "git_revision": b}]}))
+    code = code_revisions(tmp_path)
+    assert code == [{"frames": 0, "revision": a}, {"frames": 2_000_000, "revision": b}]
+    assert code_cell(code) == "aaaaaaa; bbbbbbb-dirty from 2.00M"
+    (tmp_path / "meta.json").unlink()  # a trial rebuilt from a table has none
+    assert code_revisions(tmp_path) == [] and code_cell([]) == "n/a"

@@ -308,3 +308,32 @@ def from_table(trials, table, keep_dir: str, episodes: int, plan_score: str) -> 
                      "scores only" + ("; no train_return column, so the plan has no score "
                                       "for it" if unscored else "") + ")")
     return lines
+
+
+def code_revisions(run_dir: Path) -> list[dict]:
+    """The code a trial trained on: ``[{"frames", "revision"}]``, from its ``meta.json``.
+
+    The revision it started on at frame 0, then each resume's where it differs from the one
+    before (``resumed_on``); [] for a trial whose record has no ``meta.json``.
+    """
+    try:
+        meta = json.loads((run_dir / "meta.json").read_text())
+    except (OSError, ValueError):
+        return []
+    out = [{"frames": 0, "revision": meta.get("git_revision", "unknown")}]
+    for r in meta.get("resumed_on", []):
+        if r.get("git_revision") and r["git_revision"] != out[-1]["revision"]:
+            out.append({"frames": int(r.get("frames", 0)), "revision": r["git_revision"]})
+    return out
+
+
+def _short(revision: str) -> str:
+    """``0b8f722`` or ``0b8f722-dirty``: a revision as the report prints it."""
+    sha, dirty, _ = revision.partition("-dirty")
+    return sha[:7] + ("-dirty" if dirty else "")
+
+
+def code_cell(code: list[dict]) -> str:
+    """A trial's code revisions as one table cell: ``0b8f722; 5315e22 from 1.06M``."""
+    return "; ".join(_short(c["revision"]) + (f" from {c['frames'] / 1e6:.2f}M" if c["frames"]
+                                              else "") for c in code) or "n/a"

@@ -108,6 +108,7 @@ def collect(out: Path, spec, trials, failed: dict, target_frames: int,
             "restored": (None if (kept := records.record(t.dir)) is None
                          else "table" if kept.get("table") else "record"),
             "params": param_count(t.dir), "train_return_mean100": summary["episode_return_mean"],
+            "code": records.code_revisions(t.dir),
             "health": health.summary(t.dir),
             "train_tasks": summary.get("episode_return_mean_per_task") or {},
             "eval": None if ev is None else {"score": ev["score"], "tasks": ev["tasks"],
@@ -316,17 +317,24 @@ def markdown(res: dict) -> str:
             lines.append(f"| {label} | " + " | ".join(cells) + " |")
     lines += threshold_markdown(res)
     lines += health.markdown(res["trials"], {n: v["label"] for n, v in variants.items()})
-    lines += ["", "## Trials", "",
-              "| trial | frames | wall time | train return (last 100) | "
-              "eval score (mean over tasks) |",
-              "| --- | ---: | ---: | ---: | ---: |"]
+    lines += ["", "## Trials", ""]
+    revisions = {c["revision"] for r in res["trials"] for c in r.get("code", [])}
+    if len(revisions) > 1:
+        lines += [f"The trials ran on {len(revisions)} code revisions (the code column: the "
+                  "revision each started on, then any it resumed on, from its `meta.json`); "
+                  "whether the changes between them touch what is compared is for the study to "
+                  "say.", ""]
+    lines += ["| trial | frames | wall time | train return (last 100) | "
+              "eval score (mean over tasks) | code |",
+              "| --- | ---: | ---: | ---: | ---: | --- |"]
     for r in res["trials"]:
         score = (np.mean([e[res["score_key"]] for e in r["eval"]["tasks"].values()])
                  if r["eval"] and r["eval"].get("tasks") else None)
         lines.append(f"| {r['trial']} | {r['frames']:,} | {_duration(r['wall_time_s'])} | "
-                     f"{_fmt(r['train_return_mean100'])} | {_fmt(score)} |")
+                     f"{_fmt(r['train_return_mean100'])} | {_fmt(score)} | "
+                     f"{records.code_cell(r.get('code', []))} |")
     for slug, error in res["failed"].items():
-        lines.append(f"| {slug} | failed: {error} | | | |")
+        lines.append(f"| {slug} | failed: {error} | | | | |")
     lines += ["", "![learning curves](learning_curves.png)", "",
               "![final scores](final_scores.png)", ""]
     if len(poi["variants"]) > 1:
