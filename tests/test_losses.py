@@ -304,6 +304,17 @@ def test_old_run_directories_keep_impala_at_one_step_per_batch(small_cfg, tmp_pa
     assert RunDir.open(run).load_config().learner.epochs == 2  # the explicit choice is kept
 
 
+def test_a_run_directory_whose_meta_json_is_cut_short_is_a_one_line_error(small_cfg, tmp_path):
+    from learners.config.schema import ConfigError
+    from learners.runtime.run_dir import RunDir
+    from tests.conftest import saved_run
+
+    run = saved_run(tmp_path / "run", small_cfg(), 5)
+    (run / "meta.json").write_text('{"seed": 0, "config_fo')
+    with pytest.raises(ConfigError, match=r"cannot read .*meta.json .*restore it"):
+        RunDir.open(run).load_config()
+
+
 def test_old_run_directories_keep_impala_without_the_value_clip(small_cfg, tmp_path):
     """Old run directories keep IMPALA without the value clip.
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from learners.config.typed_yaml import read_yaml
+from learners.config.typed_yaml import ConfigError, read_yaml
 
 # meta.json's (and a checkpoint's) "config_format": 2 since IMPALA reads learner.epochs and
 # learner.minibatches, 3 since it reads learner.clip_value and learner.recurrence, 4 since
@@ -28,7 +28,12 @@ def format_overrides(run_dir: Path) -> list[str]:
     says what each format needs.
     """
     meta_path = run_dir / "meta.json"
-    meta = json.loads(meta_path.read_text()) if meta_path.is_file() else {}
+    try:
+        meta = json.loads(meta_path.read_text()) if meta_path.is_file() else {}
+    except ValueError as e:
+        raise ConfigError(f"cannot read {meta_path} ({e}); it says which mira wrote the run, "
+                          "so its settings keep their meaning: restore it from the study's kept "
+                          "record or version control") from None
     return saved_overrides(meta.get("config_format", 1), read_yaml(run_dir / "config.yaml"))
 
 
