@@ -307,3 +307,23 @@ def test_bench_counts_each_torsos_parameters_and_multiply_adds(capsys):
     assert "| nature-32-64-32 | 862,848; 1,660,295 | 7.6M | " in out
     assert main(["--torsos", "deep"]) == 2
     assert "unknown torso 'deep'; choose from shallow" in capsys.readouterr().err
+
+
+def test_bench_writes_its_rows_with_the_settings_and_code(tmp_path, capsys):
+    """``--csv``: one row per torso, the counts exact, the settings and the revision beside them."""
+    import csv
+
+    from scripts.bench.torsos import main
+
+    path = tmp_path / "out" / "torsos.csv"
+    assert main(["--torsos", "shallow", "--steps", "2", "--envs", "2", "--warmup", "0",
+                 "--repeats", "1", "--threads", "1", "--csv", str(path)]) == 0
+    rows = list(csv.DictReader(path.open()))
+    assert [r["torso"] for r in rows] == ["shallow"]
+    assert (rows[0]["torso_params"], rows[0]["agent_params"]) == ("676144", "1211447")
+    assert int(rows[0]["madds"]) == 16 * 20 * 20 * 4 * 8 * 8 + 32 * 9 * 9 * 16 * 4 * 4 + 2592 * 256
+    assert float(rows[0]["torso_ms"]) > 0 and rows[0]["repeats"] == "1" and rows[0]["code"]
+    (tmp_path / "file").write_text("")
+    assert main(["--torsos", "shallow", "--steps", "2", "--envs", "2", "--warmup", "0",
+                 "--repeats", "1", "--csv", str(tmp_path / "file" / "x.csv")]) == 1
+    assert capsys.readouterr().err.startswith("error: cannot write ")

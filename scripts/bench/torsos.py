@@ -17,11 +17,14 @@ Times are wall clock: run it alone on an idle machine, and compare figures from 
 
     python -m scripts.bench.torsos                 # all torsos, 2 threads
     python -m scripts.bench.torsos --torsos shallow resnet --repeats 50
+    python -m scripts.bench.torsos --csv docs/results/data/bench_torsos.csv   # the rows too
 """
 
 from __future__ import annotations
 
 import argparse
+import csv
+import datetime
 import statistics
 import sys
 import time
@@ -137,6 +140,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--envs", type=int, default=8, help="B of the minibatch (default 8)")
     p.add_argument("--warmup", type=int, default=3)
     p.add_argument("--repeats", type=int, default=20)
+    p.add_argument("--csv", metavar="PATH", help="also write one row per torso here, with the "
+                   "settings, the code revision and the date")
     args = p.parse_args(argv)
     if unknown := [n for n in args.torsos if n not in names]:
         print(f"error: unknown torso {unknown[0]!r}; choose from {', '.join(names)}",
@@ -154,7 +159,7 @@ def main(argv: list[str] | None = None) -> int:
     print("| torso | parameters: torso; agent | multiply-adds / frame | ms / frame: torso; "
           "agent | relative to shallow: torso; agent |")
     print("| --- | --- | ---: | --- | --- |")
-    base = None
+    base, rows = None, []
     for label, overrides in variants(args.torsos):
         m = measure(overrides, data, args.warmup, args.repeats)
         if label == "shallow":
@@ -164,7 +169,33 @@ def main(argv: list[str] | None = None) -> int:
         print(f"| {label} | {m['torso_params']:,}; {m['agent_params']:,} | "
               f"{m['madds'] / 1e6:.1f}M | {m['torso_ms']:.3f}; {m['agent_ms']:.3f} | {rel} |",
               flush=True)
+        rows.append({"torso": label, **m})
+    if args.csv:
+        try:
+            write_csv(args.csv, rows, args)
+        except OSError as e:
+            print(f"error: cannot write {args.csv}: {e.strerror or e}", file=sys.stderr)
+            return 1
+        print(f"rows written to {args.csv}")
     return 0
+
+
+def write_csv(path: str, rows: list[dict], args) -> None:
+    """``rows`` (one per torso, as ``measure`` gives them) and the settings, to ``path``."""
+    from pathlib import Path
+
+    from learners.runtime.run_dir import git_revision
+
+    stamp = {"threads": args.threads, "steps": args.steps, "envs": args.envs,
+             "warmup": args.warmup, "repeats": args.repeats, "code": git_revision(),
+             "date": datetime.date.today().isoformat()}
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=[*rows[0], *stamp])
+        w.writeheader()
+        for row in rows:
+            w.writerow({**row, "madds": int(row["madds"]), "torso_ms": round(row["torso_ms"], 4),
+                        "agent_ms": round(row["agent_ms"], 4), **stamp})
 
 
 if __name__ == "__main__":
