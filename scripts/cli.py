@@ -20,8 +20,20 @@ from pathlib import Path
 from learners.config.schema import ConfigError, RunStopped
 
 
+def local_device_check(cfg) -> None:
+    """A ConfigError, before a run directory or Ray exists, for a CUDA learner with no GPU here.
+
+    Only on a local instance (no ``runtime.address``): a cluster's learner may have one.
+    """
+    if not cfg.runtime.address and cfg.learner.device.startswith("cuda"):
+        from learners.update.device import resolve_device
+
+        resolve_device(cfg.learner.device)
+
+
 def _train(args) -> int:
     from learners.config.schema import load_config
+    from learners.config.typed_yaml import changed_keys, said_briefly
     from learners.runtime.run_dir import RunDir, mira_command
     from learners.runtime.trainer import Trainer
 
@@ -35,11 +47,16 @@ def _train(args) -> int:
         # Refused here, before anything starts, if its weights are not finite.
         RunDir.load_checkpoint(ckpt)
         wanted = run.load_config(args.overrides)
+        if changed := changed_keys(run.load_config().agent, wanted.agent, "agent"):
+            raise ConfigError(f"cannot resume with another agent ({said_briefly(changed)}): the "
+                              "checkpoint holds the saved agent's weights; train another agent "
+                              "in a new run (mira train CONFIG)")
         if RunDir.frames_of(ckpt) >= wanted.run.total_frames:
             print(f"[mira] {run.path} is finished: {ckpt.name} is at run.total_frames="
                   f"{wanted.run.total_frames:,}; nothing changed (give a larger "
                   "run.total_frames=N to train it further)", file=sys.stderr)
             return 0
+        local_device_check(wanted)
         note = run.schedule_note(wanted)
         cfg = run.resume_config(args.overrides)
         print(f"[mira] resuming {run.path} from {ckpt.name}", file=sys.stderr)
@@ -49,6 +66,7 @@ def _train(args) -> int:
         if not args.config:
             raise ConfigError("mira train needs a CONFIG file (or --resume RUN_DIR)")
         cfg = load_config(args.config, args.overrides)
+        local_device_check(cfg)
         run = RunDir.create(cfg, args.config, command=mira_command(args.argv))
         cfg, ckpt = run.cfg, None  # with run.name and run.dir filled in
     print(f"[mira] run directory: {run.path}", file=sys.stderr)

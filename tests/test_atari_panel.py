@@ -191,6 +191,22 @@ def test_atari5_report_names_a_missing_seed_and_writes_the_csv(tmp_path):
         "atari5_panel.md", "atari5_panel.csv", "atari5_panel.png"}
 
 
+def test_atari5_refuses_a_non_atari_study_and_a_missing_records_folder(tmp_path, capsys):
+    from pathlib import Path
+
+    from scripts.papers import atari5
+
+    root = Path(__file__).resolve().parents[1]
+    minigrid = str(root / "configs/compare_cores_minigrid.yaml")
+    assert atari5.main([minigrid, "--out", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert "trains on minigrid; atari5 reads an Atari panel" in err[-1], err  # after load notes
+    assert atari5.main(["--records", str(tmp_path / "none"), "--out", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].endswith("none: no such directory"), err
+    assert not (tmp_path / "o").exists()
+
+
 def test_atari5_stratified_bootstrap_against_a_naive_loop():
     """Per game its own seeds, resampled with replacement; equal counts: envs.statistics'."""
     from envs import statistics as st

@@ -121,6 +121,14 @@ def test_bench_repeat_must_be_at_least_one(capsys):
     assert err == ["mira: error: --repeat must be at least 1, got 0"], err
 
 
+@pytest.mark.parametrize("value", ["0", "-5", "nan", "inf"])
+def test_bench_seconds_must_be_a_positive_finite_duration(value, capsys):
+    assert main(["bench", str(ROOT / "configs/impala_minigrid.yaml"), "--seconds", value]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [f"mira: error: --seconds must be a positive number of seconds, got "
+                   f"{float(value):g}"], err
+
+
 @pytest.mark.parametrize("command, defaults", [
     ("evaluate", ["--episodes EPISODES   episodes per task (default: 10)", "(default: 0)"]),
     ("bench", ["(default: 20.0)"]),

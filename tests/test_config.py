@@ -99,6 +99,8 @@ def test_core_options_are_filled_and_typed():
          ["4 envs", "multiple of 6"]),
         ("env.suite=atari;env.games=[Pong,Breakout];env.full_action_space=false",
          ["one action set"]),
+        ("learner.monitor=5", ["learner.monitor: expected a section of keys (", "every, ",
+                               "blind_share", "got 5"]),
     ],
 )
 def test_bad_input_names_the_key(override, words):
@@ -116,6 +118,12 @@ def test_cli_reports_errors_cleanly(tmp_path, capsys):
     (tmp_path / "empty").mkdir()
     assert main(["train", "--resume", str(tmp_path / "empty")]) == 2
     assert "config.yaml" in capsys.readouterr().err
+    (tmp_path / "blank.yaml").write_text("# nothing yet\n")
+    assert main(["train", str(tmp_path / "blank.yaml")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [f"mira: error: {tmp_path / 'blank.yaml'} is empty (or only comments); a config "
+                   "names its sections, e.g. configs/impala_minigrid.yaml"], err
+    assert not (tmp_path / "runs").exists()
 
 
 def test_evaluation_loads_configs_whose_runner_layout_training_would_reject():

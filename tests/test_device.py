@@ -41,6 +41,24 @@ def test_without_a_visible_gpu_auto_is_cpu_and_cuda_an_error(monkeypatch, reserv
         resolve_device("cuda", reserved)
 
 
+def test_a_cuda_learner_with_no_gpu_here_is_refused_before_a_run_directory_exists(
+        monkeypatch, tmp_path, capsys):
+    """``mira train`` on a local instance: one line, no run directory, Ray not started."""
+    from pathlib import Path
+
+    from scripts.cli import main
+
+    fake_gpus(monkeypatch, 0)
+    preset = str(Path(__file__).resolve().parents[1] / "configs/impala_minigrid.yaml")
+    for device, says in (("cuda", "learner.device=cuda but this learner sees no CUDA device"),
+                         ("cuda:x", "learner.device must be auto, cpu, cuda or cuda:N")):
+        assert main(["train", preset, f"learner.device={device}",
+                     f"run.dir={tmp_path / 'run'}"]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and says in err[0], err
+    assert not (tmp_path / "run").exists()
+
+
 def test_auto_uses_a_visible_gpu_only_where_ray_reserved_one(monkeypatch):
     fake_gpus(monkeypatch, 2)
     assert resolve_device("auto", None) == torch.device("cuda")  # not under Ray: all its own

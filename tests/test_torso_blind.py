@@ -115,8 +115,24 @@ def test_a_fix_has_fewer_blind_trials_only_when_the_discordant_seeds_say_so(tmp_
     with pytest.raises(SystemExit):
         tb.main([str(path), "--paired", "norm-none", "norm-running"])  # needs --budget
     assert tb.main([str(path), "--budget", "2.5e6", "--paired", "norm-none", "norm-frame"]) == 2
-    assert "no variant's name holds norm-frame; the variants: a_norm-none" in (
-        capsys.readouterr().err)
+    out, err = capsys.readouterr()
+    assert "no variant's name holds norm-frame; the variants: a_norm-none" in err
+    assert out == ""  # refused before any table
+
+
+@pytest.mark.parametrize("args, says", [
+    (["--run", "0"], "--run must be at least 1, got 0"),
+    (["--budget", "-1"], "--budget must be a positive number of frames, got -1"),
+    (["--budget", "nan"], "--budget must be a positive number of frames, got nan"),
+    (["--fc-share", "5"], "--fc-share must be in (0, 1], got 5"),
+    (["--fc-share", "0"], "--fc-share must be in (0, 1], got 0"),
+])
+def test_a_setting_out_of_range_is_one_line_before_any_table(tmp_path, capsys, args, says):
+    path = table(tmp_path / "p.csv", {("a_norm-none", 0): [SEE] * 4})
+    with pytest.raises(SystemExit):
+        tb.main([str(path), *args])
+    out, err = capsys.readouterr()
+    assert out == "" and says in err.strip().splitlines()[-1], err
 
 
 def test_run_directories_read_as_the_compare_table_does(tmp_path, capsys):

@@ -327,3 +327,5 @@ def test_bench_writes_its_rows_with_the_settings_and_code(tmp_path, capsys):
     assert main(["--torsos", "shallow", "--steps", "2", "--envs", "2", "--warmup", "0",
                  "--repeats", "1", "--csv", str(tmp_path / "file" / "x.csv")]) == 1
     assert capsys.readouterr().err.startswith("error: cannot write ")
+    assert main(["--torsos", "shallow", "--threads", "0"]) == 2
+    assert capsys.readouterr().err.strip() == "error: --threads must be at least 1, got 0"

@@ -509,6 +509,27 @@ def test_resume_and_evaluate_refuse_a_checkpoint_with_nonfinite_weights(
         assert len(err.splitlines()) == 1 and f"holds non-finite weights ({name}" in err, err
 
 
+def test_resume_and_evaluate_refuse_another_agent_and_leave_the_run_as_it_was(
+        small_cfg, capsys):
+    """An agent override on --resume or evaluate is one line, before anything is written."""
+    from scripts.cli import main
+
+    cfg = small_cfg()
+    Trainer(cfg, RunDir.create(cfg, None), quiet=True).train()
+    run = Path(cfg.run.dir)
+    before = {p: p.read_bytes() for p in run.rglob("*") if p.is_file()}
+    wider = f"agent.core_options.hidden_size={2 * cfg.agent.core_options.hidden_size}"
+    for argv in (["train", "--resume", cfg.run.dir, f"run.total_frames={2 * cfg.run.total_frames}",
+                  wider], ["evaluate", cfg.run.dir, wider, "--episodes", "1"]):
+        assert main(argv) == 2
+        err = capsys.readouterr().err.strip()
+        assert len(err.splitlines()) == 1, err
+        assert (f"another agent (agent.core_options.hidden_size: "
+                f"{cfg.agent.core_options.hidden_size} -> {2 * cfg.agent.core_options.hidden_size})"
+                in err), err
+    assert {p: p.read_bytes() for p in run.rglob("*") if p.is_file()} == before
+
+
 def test_an_error_while_building_the_run_is_one_config_line(
         tmp_path, small_cfg, monkeypatch, capsys):
     import learners.runtime.fleet as fleet

@@ -309,7 +309,10 @@ def load_config(source: str | Path | dict | None = None, overrides: list[str] | 
             p = p / "config.yaml"
         if not p.is_file():
             raise ConfigError(f"config file {str(p)!r} does not exist")
-        data = read_yaml(p) or {}
+        data = read_yaml(p)
+        if data is None:  # an empty file would train on every default, which no one means
+            raise ConfigError(f"{p} is empty (or only comments); a config names its sections, "
+                              "e.g. configs/impala_minigrid.yaml")
         if not isinstance(data, dict):
             raise ConfigError(f"{p}: expected a mapping of sections at the top level")
     migrate(data)

@@ -44,7 +44,8 @@ def _coerce(value: Any, tp: Any, key: str) -> Any:
         if isinstance(value, tp):  # a section the loader built already (env, agent)
             return value
         if not isinstance(value, dict):
-            raise ConfigError(f"{key}: expected a mapping of {tp.__name__} fields, got {value!r}")
+            fields = ", ".join(f.name for f in dataclasses.fields(tp))
+            raise ConfigError(f"{key}: expected a section of keys ({fields}), got {value!r}")
         return from_dict(tp, value, key)
     if origin is list or tp is list:
         if isinstance(value, str):
@@ -111,6 +112,30 @@ def from_dict(cls: type, data: dict, prefix: str = "") -> Any:
 def to_dict(cfg: Any) -> dict:
     """A config dataclass as nested plain dicts and lists (``dataclasses.asdict``)."""
     return dataclasses.asdict(cfg)
+
+
+def changed_keys(old: Any, new: Any, prefix: str) -> list[str]:
+    """``"prefix.key: old -> new"`` for each setting that differs between two config sections.
+
+    ``old`` and ``new`` are config dataclasses of one section (or nested dicts); nested
+    sections are compared key by key, so the line names the innermost setting.
+    """
+    a = old if isinstance(old, dict) else to_dict(old)
+    b = new if isinstance(new, dict) else to_dict(new)
+    out = []
+    for key in sorted(set(a) | set(b), key=lambda k: (k not in a, k)):
+        x, y, name = a.get(key), b.get(key), f"{prefix}.{key}"
+        if isinstance(x, dict) and isinstance(y, dict):
+            out += changed_keys(x, y, name)
+        elif x != y:
+            out.append(f"{name}: {x!r} -> {y!r}")
+    return out
+
+
+def said_briefly(lines: list[str], most: int = 3) -> str:
+    """The first ``most`` of ``lines`` joined by "; ", and how many more there are."""
+    more = len(lines) - most
+    return "; ".join(lines[:most]) + (f"; and {more} more" if more > 0 else "")
 
 
 def set_dotted(data: dict, dotted: str, value: Any) -> None:

@@ -10,6 +10,7 @@ sentence names the key and what to change.
 from __future__ import annotations
 
 import dataclasses
+import re
 from dataclasses import replace
 from typing import Any
 
@@ -40,8 +41,8 @@ def validate(cfg, runtime: bool = True):
         raise ConfigError(e.args[0]) from None
     L = cfg.learner
     checks = [
-        (L.device in ("auto", "cpu", "cuda") or L.device.startswith("cuda:"),
-         f"learner.device must be auto, cpu or cuda, got {L.device!r}"),
+        (L.device in ("auto", "cpu", "cuda") or re.fullmatch(r"cuda:\d+", L.device) is not None,
+         f"learner.device must be auto, cpu, cuda or cuda:N (N a device index), got {L.device!r}"),
         (L.unroll_length >= 1, "learner.unroll_length must be at least 1"),
         (cfg.runtime.num_runners >= 0, "runtime.num_runners must be 0 (in-process) or more"),
         (cfg.runtime.envs_per_runner >= 1, "runtime.envs_per_runner must be at least 1"),

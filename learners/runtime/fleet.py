@@ -19,6 +19,7 @@ from __future__ import annotations
 import logging
 import os
 import re
+import sys
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -137,8 +138,14 @@ def quiet_local_auth_notice(record: logging.LogRecord) -> bool:
 def connect(cfg) -> None:
     """Start or join Ray for ``cfg.runtime``, then check the cluster can hold the run's actors."""
     # A local instance reserves a CPU per runner plus the learner even on a small machine.
-    start_ray(cfg.runtime.address, max(os.cpu_count() or 1, cfg.runtime.num_runners
-                                       + int(cfg.runtime.learner_cpus + 0.999)))
+    need, cores = cfg.runtime.num_runners + int(cfg.runtime.learner_cpus + 0.999), os.cpu_count()
+    if not cfg.runtime.address and cores and cfg.runtime.num_runners > cores:
+        # (the presets' runners and learner share 2 cores by design; more runners than cores
+        # is a layout for a bigger machine, e.g. the GPU preset's 15)
+        print(f"[mira] note: {cfg.runtime.num_runners} runners on this machine's {cores} cores "
+              "share them, each at a fraction of its speed (a layout for a bigger machine; "
+              f"runtime.num_runners={cores} fits this one)", file=sys.stderr)
+    start_ray(cfg.runtime.address, max(cores or 1, need))
     check_capacity(cfg)
 
 

@@ -30,6 +30,7 @@ feed ``min(N r, G)`` steps/s end to end; bench prints it for 16 and 64 runner co
 
 from __future__ import annotations
 
+import math
 import os
 import tempfile
 import time
@@ -270,8 +271,10 @@ def run_bench(config_path: str, overrides: list[str], seconds: float = 20.0,
     gpu_learner_rate = GPU_LEARNER_RATE if gpu_learner_rate is None else gpu_learner_rate
     from learners.config.schema import ConfigError, load_config
 
-    if gpu_learner_rate <= 0:
+    if not (gpu_learner_rate > 0 and math.isfinite(gpu_learner_rate)):
         raise ConfigError(f"--gpu-learner-rate must be positive, got {gpu_learner_rate:g}")
+    if not (seconds > 0 and math.isfinite(seconds)):
+        raise ConfigError(f"--seconds must be a positive number of seconds, got {seconds:g}")
     if repeat < 1:
         raise ConfigError(f"--repeat must be at least 1, got {repeat}")
     cfg = load_config(config_path, overrides)

@@ -147,10 +147,12 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: unknown torso {unknown[0]!r}; choose from {', '.join(names)}",
               file=sys.stderr)
         return 2
-    if min(args.threads, args.steps, args.envs, args.repeats) < 1 or args.warmup < 0:
-        print("error: --threads, --steps, --envs and --repeats must be at least 1, --warmup 0 "
-              "or more", file=sys.stderr)
-        return 2
+    for option, value, least in (("threads", args.threads, 1), ("steps", args.steps, 1),
+                                 ("envs", args.envs, 1), ("repeats", args.repeats, 1),
+                                 ("warmup", args.warmup, 0)):
+        if value < least:
+            print(f"error: --{option} must be at least {least}, got {value}", file=sys.stderr)
+            return 2
     torch.set_num_threads(args.threads)
     data = batch(args.steps, args.envs)
     print(f"{PRESET}'s agent, frames 4x84x84, {ACTIONS} actions; forward + backward on "

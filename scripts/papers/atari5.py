@@ -95,9 +95,15 @@ def collect(study: str | Path, records: str | Path | None = None, out: str | Non
     ``records``: kept records to read where a run directory has no ``summary.json`` (default:
     the compare file's ``keep:``); ``out``: the compare's output directory, as ``--out``.
     """
+    from learners.config.schema import ConfigError
     from scripts.compare.spec import load_spec
 
     spec, trials, _ = load_spec(study, out)
+    if suites := sorted({t.cfg.env.suite for t in trials} - {"atari"}):
+        raise ConfigError(f"{study} trains on {', '.join(suites)}; atari5 reads an Atari panel "
+                          "(env.suite: atari)")
+    if records and not Path(records).is_dir():
+        raise ConfigError(f"--records {records}: no such directory")
     keep = Path(records or spec.keep or "")
     games = list(dict.fromkeys(t.cfg.env.game for t in trials))
     found = {}

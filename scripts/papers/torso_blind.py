@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import math
 import re
 import sys
 from collections import defaultdict
@@ -281,6 +282,12 @@ def main(argv: list[str] | None = None) -> int:
     a = p.parse_args(argv)
     if a.paired and not a.budget:
         p.error("--paired needs --budget F")
+    if a.budget is not None and not (a.budget > 0 and math.isfinite(a.budget)):
+        p.error(f"--budget must be a positive number of frames, got {a.budget:g}")
+    if a.run < 1:
+        p.error(f"--run must be at least 1, got {a.run}")
+    if not 0 < a.fc_share <= 1:
+        p.error(f"--fc-share must be in (0, 1], got {a.fc_share:g}")
     dirs = [d for d in a.probes if d.is_dir()]
     if dirs:
         missing = [str(d) for d in a.probes if not (d / "config.yaml").is_file()]
@@ -298,6 +305,13 @@ def main(argv: list[str] | None = None) -> int:
     if not any(t.probes for t in trials):
         print(f"error: {' '.join(map(str, a.probes))} holds no probes yet", file=sys.stderr)
         return 2
+    if a.paired:  # checked before any table is printed
+        names = sorted({t.variant for t in trials})
+        missing = [label for label in a.paired if not any(label in n for n in names)]
+        if missing:
+            print(f"error: no variant's name holds {', '.join(missing)}; the variants: "
+                  f"{', '.join(names)}", file=sys.stderr)
+            return 2
     print("\n".join(trial_table(trials, a.run, a.fc_share)))
     if a.pilot:
         budget, why = pilot_budget(trials, run=a.run, fc_share=a.fc_share)
@@ -312,12 +326,6 @@ def main(argv: list[str] | None = None) -> int:
         print()
         print("\n".join(budget_table(trials, a.budget, a.run, a.fc_share)))
     if a.paired:
-        names = sorted({t.variant for t in trials})
-        missing = [label for label in a.paired if not any(label in n for n in names)]
-        if missing:
-            print(f"error: no variant's name holds {', '.join(missing)}; the variants: "
-                  f"{', '.join(names)}", file=sys.stderr)
-            return 2
         print()
         print("\n".join(paired_table(trials, a.budget, *a.paired, a.run, a.fc_share)))
     return 0
