@@ -31,9 +31,24 @@ def local_device_check(cfg) -> None:
         resolve_device(cfg.learner.device)
 
 
+def checkpoint_config(state: dict, run):
+    """The config a checkpoint was trained under: its own where it carries one, else the run's.
+
+    (The run's config.yaml may have been changed since the checkpoint was written.)
+    """
+    from learners.config.schema import load_saved_config
+
+    if "config" in state:
+        try:
+            return load_saved_config(state)
+        except ConfigError:  # saved by a mira whose settings no longer validate
+            pass
+    return run.load_config()
+
+
 def _train(args) -> int:
     from learners.config.schema import load_config
-    from learners.config.typed_yaml import changed_keys, said_briefly
+    from learners.config.typed_yaml import said_briefly, weight_changes
     from learners.runtime.run_dir import RunDir, mira_command
     from learners.runtime.trainer import Trainer
 
@@ -45,12 +60,13 @@ def _train(args) -> int:
         if ckpt is None:
             raise ConfigError(f"cannot resume: {args.resume} has no checkpoint in checkpoints/")
         # Refused here, before anything starts, if its weights are not finite.
-        RunDir.load_checkpoint(ckpt)
+        state = RunDir.load_checkpoint(ckpt)
         wanted = run.load_config(args.overrides)
-        if changed := changed_keys(run.load_config().agent, wanted.agent, "agent"):
+        held = checkpoint_config(state, run)
+        if changed := weight_changes(held, wanted):
             raise ConfigError(f"cannot resume with another agent ({said_briefly(changed)}): the "
-                              "checkpoint holds the saved agent's weights; train another agent "
-                              "in a new run (mira train CONFIG)")
+                              "checkpoint holds the weights of the agent it was trained as; "
+                              "train another agent in a new run (mira train CONFIG)")
         if RunDir.frames_of(ckpt) >= wanted.run.total_frames:
             print(f"[mira] {run.path} is finished: {ckpt.name} is at run.total_frames="
                   f"{wanted.run.total_frames:,}; nothing changed (give a larger "

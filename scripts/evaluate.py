@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 
 from learners.config.schema import ConfigError, ExperimentConfig, load_config, load_saved_config
-from learners.config.typed_yaml import changed_keys, said_briefly
+from learners.config.typed_yaml import said_briefly, weight_changes
 
 
 def locate(path: str) -> tuple[Path, Path]:
@@ -139,10 +139,9 @@ def evaluate_checkpoint(path: str, episodes: int = 10, tasks: list[str] | None =
     state = RunDir.load_checkpoint(ckpt)
     overrides = list(overrides or [])
     cfg = load_run_config(ckpt, state, overrides)
-    if overrides and (changed := changed_keys(load_run_config(ckpt, state, []).agent, cfg.agent,
-                                              "agent")):
+    if overrides and (changed := weight_changes(load_run_config(ckpt, state, []), cfg)):
         raise ConfigError(f"cannot evaluate as another agent ({said_briefly(changed)}): the "
-                          f"checkpoint holds the weights of the agent it was trained as")
+                          "checkpoint holds the weights of the agent it was trained as")
     with_protocol = ENVS.get(cfg.env.suite).protocol_overrides
     if protocol and with_protocol is not None:
         overrides += with_protocol(cfg.env, protocol)  # Atari: sticky actions, no-op starts

@@ -99,7 +99,7 @@ def test_core_options_are_filled_and_typed():
          ["4 envs", "multiple of 6"]),
         ("env.suite=atari;env.games=[Pong,Breakout];env.full_action_space=false",
          ["one action set"]),
-        ("learner.monitor=5", ["learner.monitor: expected a section of keys (", "every, ",
+        ("learner.monitor=5", ["learner.monitor: expected a mapping of its keys (", "every, ",
                                "blind_share", "got 5"]),
     ],
 )
@@ -108,6 +108,18 @@ def test_bad_input_names_the_key(override, words):
         load_config(None, override.split(";"))
     for w in words:
         assert w in str(e.value)
+
+
+def test_weight_changes_names_the_settings_that_shape_the_agents_weights():
+    from learners.config.typed_yaml import weight_changes
+
+    base = load_config(None, [])
+    kept = load_config(None, ["learner.gamma=0.9", "run.total_frames=9e6"])
+    assert weight_changes(base, kept) == []
+    assert weight_changes(base, load_config(None, ["agent.core_options.hidden_size=64"])) == [
+        f"agent.core_options.hidden_size: {base.agent.core_options.hidden_size} -> 64"]
+    assert weight_changes(base, load_config(None, ["learner.popart=true"])) == [
+        "learner.popart: False -> True"]
 
 
 def test_cli_reports_errors_cleanly(tmp_path, capsys):

@@ -124,7 +124,7 @@ def test_video_records_whole_episodes_one_frame_per_step(tmp_path, small_cfg):
         assert frames == steps > 0, v.name
 
 
-def test_rims_strip_shows_k_active_units_under_each_frame(tmp_path, small_cfg):
+def test_rims_strip_shows_k_active_units_under_each_frame(tmp_path, small_cfg, capsys):
     import cv2
     import numpy as np
 
@@ -143,5 +143,9 @@ def test_rims_strip_shows_k_active_units_under_each_frame(tmp_path, small_cfg):
     strip = frame[-6, :, :].mean(axis=-1)  # a row through the middle of the 12-pixel strip
     cells = np.array_split(strip, 6)
     assert sum(c[2:-2].mean() > 200 for c in cells) == 4  # white = active, k_active of num_units
-    assert main(["evaluate", cfg.run.dir, "agent.core=lstm", "--episodes", "1", "--video", "1",
-                 "--rims-strip", "--num-runners", "0"]) == 2  # a strip needs RIMs
+    lstm = small_cfg(**{"run.dir": str(tmp_path / "lstm"), "agent.core": "lstm"})
+    Trainer(lstm, RunDir.create(lstm, None), quiet=True).train()
+    assert main(["evaluate", lstm.run.dir, "--episodes", "1", "--video", "1", "--rims-strip",
+                 "--num-runners", "0"]) == 2  # a strip needs RIMs
+    assert "--rims-strip shows which RIMs are active; this run's core is 'lstm'" in (
+        capsys.readouterr().err)

@@ -1,34 +1,55 @@
 """scripts/papers/fixed_budget.py: rule 2 of the torso fixes, read from a compare's rows."""
 
 import statistics
+from pathlib import Path
 
 import pytest
 
 from scripts.papers import fixed_budget as fb
 
+ROOT = Path(__file__).resolve().parents[1]
 HEADER = "variant,game,seed,status,frames,final_return,wall_time_s\n"
 
 
-def rows(path, table):
-    """``table``: {(arm label, game, seed): return or None (unfinished)} -> a rows csv."""
-    lines = [f"base_input-norm-{arm}_game-{game},{game},{seed},"
+def study(tmp_path, games=("Pong", "Breakout"), seeds=(3, 4, 5)) -> Path:
+    """A compare file shaped as the budget study: games x {none, running} x seeds."""
+    path = tmp_path / "study.yaml"
+    path.write_text(
+        f"name: budget\nbase: {ROOT / 'configs/impala_atari.yaml'}\n"
+        f"matrix:\n  env.game: [{', '.join(games)}]\n"
+        "variants:\n  - {agent.torso_options.input_norm: none}\n"
+        "  - {agent.torso_options.input_norm: running}\n"
+        f"seeds: [{', '.join(map(str, seeds))}]\n"
+        f"csv:\n  path: {tmp_path / 'rows.csv'}\n"
+        "  columns: {variant: variant, game: env.game, seed: seed, status: status,\n"
+        "            frames: frames, final_return: train_return}\n")
+    return path
+
+
+def rows(tmp_path, table):
+    """``table``: {(arm label, game, seed): return or None (unfinished)} -> the study's rows."""
+    lines = [f"input-norm-{arm}_game-{game},{game},{seed},"
              f"{'finished' if r is not None else 'unfinished'},5000000,"
              f"{'' if r is None else r},100.0\n" for (arm, game, seed), r in table.items()]
-    path.write_text(HEADER + "".join(lines))
-    return path
+    (tmp_path / "rows.csv").write_text(HEADER + "".join(lines))
+
+
+def arms(game, none, running, seeds=(3, 4, 5)):
+    return {**{("none", game, s): r for s, r in zip(seeds, none)},
+            **{("running", game, s): r for s, r in zip(seeds, running)}}
+
+
+PAIRED = ["--paired", "input-norm-none", "input-norm-running"]
 
 
 def test_the_rule_against_its_words_by_hand(tmp_path, capsys):
     shipped, fix = [10.0, 14.0, 18.0], [12.0, 11.0, 16.0]
-    table = {**{("none", "Pong", s): r for s, r in zip((3, 4, 5), shipped)},
-             **{("running", "Pong", s): r for s, r in zip((3, 4, 5), fix)},
-             # Breakout: the fix's mean is fine but one seed is below the shipped lowest
-             **{("none", "Breakout", s): r for s, r in zip((3, 4, 5), (20.0, 21.0, 22.0))},
-             **{("running", "Breakout", s): r for s, r in zip((3, 4, 5), (19.5, 22.0, 23.0))}}
-    assert fb.main([str(rows(tmp_path / "r.csv", table)), "--paired", "none", "running"]) == 0
+    # Breakout: the fix's mean is fine but one seed is below the shipped lowest
+    rows(tmp_path, {**arms("Pong", shipped, fix),
+                    **arms("Breakout", (20.0, 21.0, 22.0), (19.5, 22.0, 23.0))})
+    assert fb.main([str(study(tmp_path)), *PAIRED]) == 0
     out = capsys.readouterr().out
-    sd = statistics.stdev(shipped)  # 4.0: the sample standard deviation, n - 1
-    assert sd == pytest.approx(4.0)
+    assert statistics.stdev(shipped) == pytest.approx(4.0)  # the sample sd, n - 1
     assert f"| 14.00 - 4.00 = 10.00; {sum(fix) / 3:.2f} | 10.00; 11.00 | holds |" in out
     assert "| 21.00 - 1.00 = 20.00; 21.50 | 20.00; 19.50 | does not hold: lowest seed |" in out
     assert "Rule 2 does not hold" in out
@@ -37,20 +58,31 @@ def test_the_rule_against_its_words_by_hand(tmp_path, capsys):
 def test_mean_below_one_sd_fails_and_all_pass_says_so(tmp_path, capsys):
     v = fb.verdict([0.0, 20.0, 20.0], [0.5, 1.0, 1.0])  # 0.83 below 13.33 - 11.55 = 1.78
     assert not v["mean_holds"] and v["low_holds"]
-    table = {**{("none", "Pong", s): r for s, r in zip((3, 4, 5), (10.0, 14.0, 18.0))},
-             **{("running", "Pong", s): r for s, r in zip((3, 4, 5), (10.0, 14.0, 18.0))}}
-    assert fb.main([str(rows(tmp_path / "r.csv", table)), "--paired", "none", "running"]) == 0
+    same = (10.0, 14.0, 18.0)
+    rows(tmp_path, {**arms("Pong", same, same), **arms("Breakout", same, same)})
+    assert fb.main([str(study(tmp_path)), *PAIRED]) == 0
     assert "The first two parts of rule 2 hold on every game" in capsys.readouterr().out
 
 
-def test_not_read_until_every_trial_finished_and_bad_input_is_one_line(tmp_path, capsys):
-    table = {("none", "Pong", 3): 10.0, ("none", "Pong", 4): 12.0,
-             ("running", "Pong", 3): 11.0, ("running", "Pong", 4): None}
-    path = rows(tmp_path / "r.csv", table)
-    assert fb.main([str(path), "--paired", "none", "running"]) == 0
+def test_not_read_until_every_declared_trial_finished(tmp_path, capsys):
+    # Pong: seeds 3-4 finished in both arms, seed 5 not started; Breakout: no row at all
+    rows(tmp_path, arms("Pong", (10.0, 12.0), (11.0, 13.0), seeds=(3, 4)))
+    assert fb.main([str(study(tmp_path)), *PAIRED]) == 0
     out = capsys.readouterr().out
-    assert "4: - (unfinished)" in out and "Rule 2 is not read yet" in out
-    assert fb.main([str(tmp_path / "missing.csv"), "--paired", "none", "running"]) == 2
-    assert "no rows csv at" in capsys.readouterr().err
-    assert fb.main([str(path), "--paired", "none", "frame"]) == 2
-    assert capsys.readouterr().err.strip().endswith("holds frame")
+    assert "5: - (not started)" in out and "Rule 2 is not read yet" in out
+    assert "| Breakout | 3: - (not started)" in out and "holds" not in out
+    rows(tmp_path, {**arms("Pong", (10.0, 12.0, 9.0), (11.0, 13.0, None)),
+                    **arms("Breakout", (1.0, 2.0, 3.0), (1.0, 2.0, 3.0))})
+    assert fb.main([str(study(tmp_path)), *PAIRED]) == 0
+    out = capsys.readouterr().out
+    assert "5: - (unfinished)" in out and "Rule 2 is not read yet" in out
+
+
+def test_bad_input_is_one_line(tmp_path, capsys):
+    assert fb.main([str(tmp_path / "missing.yaml"), *PAIRED]) == 2
+    assert "does not exist" in capsys.readouterr().err
+    assert fb.main([str(study(tmp_path)), "--paired", "input-norm-none", "input-norm-frame"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert "holds input-norm-frame; its variants: input-norm-none_game-Breakout" in err[-1], err
+    # a shipped label inside the fix's: each row still goes to its own arm
+    assert fb.arm_of("input-norm-running_game-Pong", "input-norm", "input-norm-running") == "fix"

@@ -45,7 +45,7 @@ def _coerce(value: Any, tp: Any, key: str) -> Any:
             return value
         if not isinstance(value, dict):
             fields = ", ".join(f.name for f in dataclasses.fields(tp))
-            raise ConfigError(f"{key}: expected a section of keys ({fields}), got {value!r}")
+            raise ConfigError(f"{key}: expected a mapping of its keys ({fields}), got {value!r}")
         return from_dict(tp, value, key)
     if origin is list or tp is list:
         if isinstance(value, str):
@@ -130,6 +130,16 @@ def changed_keys(old: Any, new: Any, prefix: str) -> list[str]:
         elif x != y:
             out.append(f"{name}: {x!r} -> {y!r}")
     return out
+
+
+def weight_changes(held: Any, wanted: Any) -> list[str]:
+    """What differs between two experiment configs in the settings that shape the agent's weights.
+
+    The agent section, and ``learner.popart`` (its per-task value outputs are agent weights).
+    """
+    return (changed_keys(held.agent, wanted.agent, "agent")
+            + changed_keys({"popart": held.learner.popart}, {"popart": wanted.learner.popart},
+                           "learner"))
 
 
 def said_briefly(lines: list[str], most: int = 3) -> str:

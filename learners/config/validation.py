@@ -41,7 +41,7 @@ def validate(cfg, runtime: bool = True):
         raise ConfigError(e.args[0]) from None
     L = cfg.learner
     checks = [
-        (L.device in ("auto", "cpu", "cuda") or re.fullmatch(r"cuda:\d+", L.device) is not None,
+        (L.device in ("auto", "cpu", "cuda") or re.fullmatch(r"cuda:[0-9]+", L.device) is not None,
          f"learner.device must be auto, cpu, cuda or cuda:N (N a device index), got {L.device!r}"),
         (L.unroll_length >= 1, "learner.unroll_length must be at least 1"),
         (cfg.runtime.num_runners >= 0, "runtime.num_runners must be 0 (in-process) or more"),

@@ -19,7 +19,6 @@ from __future__ import annotations
 import logging
 import os
 import re
-import sys
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -139,14 +138,23 @@ def connect(cfg) -> None:
     """Start or join Ray for ``cfg.runtime``, then check the cluster can hold the run's actors."""
     # A local instance reserves a CPU per runner plus the learner even on a small machine.
     need, cores = cfg.runtime.num_runners + int(cfg.runtime.learner_cpus + 0.999), os.cpu_count()
-    if not cfg.runtime.address and cores and cfg.runtime.num_runners > cores:
-        # (the presets' runners and learner share 2 cores by design; more runners than cores
-        # is a layout for a bigger machine, e.g. the GPU preset's 15)
-        print(f"[mira] note: {cfg.runtime.num_runners} runners on this machine's {cores} cores "
-              "share them, each at a fraction of its speed (a layout for a bigger machine; "
-              f"runtime.num_runners={cores} fits this one)", file=sys.stderr)
     start_ray(cfg.runtime.address, max(cores or 1, need))
     check_capacity(cfg)
+
+
+def crowding_note(cfg) -> str | None:
+    """A line when a training run's runners outnumber this machine's cores on a local instance.
+
+    The presets' runners and learner share 2 cores by design; more runners than cores is a
+    layout for a bigger machine (the GPU preset's 15), each runner then at a fraction of its
+    speed.
+    """
+    cores = os.cpu_count()
+    if cfg.runtime.address or not cores or cfg.runtime.num_runners <= cores:
+        return None
+    return (f"{cfg.runtime.num_runners} runners on this machine's {cores} cores share them, "
+            f"each at a fraction of its speed (a layout for a bigger machine; "
+            f"runtime.num_runners={cores} fits this one)")
 
 
 def check_capacity(cfg) -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import collections
 import logging
 import signal
+import sys
 import time
 
 import numpy as np
@@ -20,6 +21,7 @@ from learners.config.schema import ConfigError, RunStopped
 from learners.runtime.fleet import (
     Fleet,
     connect,
+    crowding_note,
     data_lost,
     describe,
     learner_wants_gpu,
@@ -74,6 +76,8 @@ class Trainer:
         self.cfg, self.run, self.quiet = cfg, run, quiet
         gpus = 0
         if cfg.runtime.num_runners > 0:
+            if not quiet and (note := crowding_note(cfg)):
+                print(f"[mira] note: {note}", file=sys.stderr)
             connect(cfg)
             # Asked before any actor starts: a cuda learner on a cluster with no GPU fails here.
             gpus = 1 if learner_wants_gpu(cfg) else 0

@@ -25,9 +25,11 @@ from __future__ import annotations
 import argparse
 import csv
 import datetime
+import os
 import statistics
 import sys
 import time
+from pathlib import Path
 
 import torch
 from torch import nn
@@ -153,6 +155,14 @@ def main(argv: list[str] | None = None) -> int:
         if value < least:
             print(f"error: --{option} must be at least {least}, got {value}", file=sys.stderr)
             return 2
+    if args.csv:  # a path that cannot be written is said before the minutes of measuring
+        try:
+            Path(args.csv).parent.mkdir(parents=True, exist_ok=True)
+            if Path(args.csv).is_dir() or not os.access(Path(args.csv).parent, os.W_OK):
+                raise OSError(f"{args.csv} is a folder or its folder is not writable")
+        except OSError as e:
+            print(f"error: cannot write {args.csv}: {e.strerror or e}", file=sys.stderr)
+            return 1
     torch.set_num_threads(args.threads)
     data = batch(args.steps, args.envs)
     print(f"{PRESET}'s agent, frames 4x84x84, {ACTIONS} actions; forward + backward on "
@@ -184,8 +194,6 @@ def main(argv: list[str] | None = None) -> int:
 
 def write_csv(path: str, rows: list[dict], args) -> None:
     """``rows`` (one per torso, as ``measure`` gives them) and the settings, to ``path``."""
-    from pathlib import Path
-
     from learners.runtime.run_dir import git_revision
 
     stamp = {"threads": args.threads, "steps": args.steps, "envs": args.envs,

@@ -8,12 +8,14 @@ seed of the fix is below the shipped arm's lowest. The rule's third part, no dec
 decided against the fix, is the compare report's plan section (``mira compare FILE
 --report``); this reads the first two. Runs nothing.
 
-Reads the rows csv a compare writes (``csv.path``; columns ``variant, game, seed, status,
-final_return``), the arms told apart by two labels in the variants' names. The rule is read
-only when every trial of both arms has finished; before that it prints the rows as they stand.
+Reads the study's compare file for its trials (every game x seed x arm it declares) and the
+rows csv its compare writes (its ``csv.path``, or ``--rows``; columns ``variant, game, seed,
+status, final_return``), the arms told apart by two labels in the variants' names. The rule is
+read only when every declared trial of both arms has finished; before that it prints the rows
+as they stand, a trial with no row as not started.
 
     python -m scripts.papers.fixed_budget \
-        docs/results/data/study_torso_blind_input_norm_budget.csv \
+        configs/studies/study_torso_blind_input_norm_budget.yaml \
         --paired input-norm-none input-norm-running
 """
 
@@ -27,18 +29,33 @@ from collections import defaultdict
 from pathlib import Path
 
 
-def read(path: Path, shipped: str, fix: str) -> dict[str, dict[str, dict[int, tuple]]]:
-    """{game: {"shipped"|"fix": {seed: (status, return or None)}}} from a compare's rows csv."""
+def arm_of(variant: str, shipped: str, fix: str) -> str | None:
+    """"shipped" or "fix" by the label the variant's name holds (the longer label first)."""
+    for label, arm in sorted(((shipped, "shipped"), (fix, "fix")), key=lambda x: -len(x[0])):
+        if label in variant:
+            return arm
+    return None
+
+
+def read(path: Path, shipped: str, fix: str,
+         declared: list[tuple[str, int, str]] = ()) -> dict[str, dict[str, dict[int, tuple]]]:
+    """{game: {"shipped"|"fix": {seed: (status, return or None)}}} from a compare's rows csv.
+
+    ``declared``: (game, seed, variant) of every trial the study declares; one with no row is
+    ("not started", None).
+    """
     out: dict = defaultdict(lambda: {"shipped": {}, "fix": {}})
-    with path.open(newline="") as f:
-        for row in csv.DictReader(f):
-            arm = ("shipped" if shipped in row["variant"] else
-                   "fix" if fix in row["variant"] else None)
-            if arm is None:
-                continue
-            value = row.get("final_return") or ""
-            out[row["game"]][arm][int(row["seed"])] = (row["status"],
-                                                       float(value) if value else None)
+    if path.is_file():
+        with path.open(newline="") as f:
+            for row in csv.DictReader(f):
+                if (arm := arm_of(row["variant"], shipped, fix)) is None:
+                    continue
+                value = row.get("final_return") or ""
+                out[row["game"]][arm][int(row["seed"])] = (row["status"],
+                                                           float(value) if value else None)
+    for game, seed, variant in declared:
+        if (arm := arm_of(variant, shipped, fix)) is not None:
+            out[game][arm].setdefault(seed, ("not started", None))
     return dict(out)
 
 
@@ -77,7 +94,7 @@ def report(games: dict, shipped: str, fix: str) -> list[str]:
         if not complete:
             read_all = False
             lines.append(f"| {game} | {cell['shipped']} | {cell['fix']} | | | not read: "
-                         "trials unfinished or unpaired |")
+                         "a trial has not finished, or the arms' seeds differ |")
             continue
         v = verdict(done["shipped"], done["fix"])
         holds = v["mean_holds"] and v["low_holds"]
@@ -92,7 +109,8 @@ def report(games: dict, shipped: str, fix: str) -> list[str]:
                 if not ok)) + " |")
     lines.append("")
     if not read_all:
-        lines.append("Rule 2 is not read yet: every trial of both arms must finish first.")
+        lines.append("Rule 2 is not read yet: every declared trial of both arms must finish "
+                     "first (the same command resumes unfinished trials and reruns failed ones).")
     else:
         lines.append(("The first two parts of rule 2 hold on every game" if holds_all else
                       "Rule 2 does not hold (see the games above)")
@@ -105,16 +123,26 @@ def main(argv: list[str] | None = None) -> int:
     """Print the table; 2 with a one-line error for a missing table or labels it lacks."""
     p = argparse.ArgumentParser(prog="python -m scripts.papers.fixed_budget",
                                 description=__doc__.split("\n\n")[0])
-    p.add_argument("rows", type=Path, help="a compare's rows csv (its csv.path)")
+    p.add_argument("study", help="the study's compare file (its trials and its csv.path)")
     p.add_argument("--paired", nargs=2, metavar=("SHIPPED", "FIX"), required=True,
                    help="labels in the variants' names that tell the arms apart")
+    p.add_argument("--rows", type=Path, help="the rows csv (default: the file's csv.path)")
     a = p.parse_args(argv)
-    if not a.rows.is_file():
-        print(f"error: no rows csv at {a.rows} (mira compare FILE --report writes it)",
-              file=sys.stderr)
-        return 2
+    from learners.config.schema import ConfigError
+    from scripts.compare.spec import load_spec
+
     try:
-        games = read(a.rows, *a.paired)
+        spec, trials, _ = load_spec(a.study)
+    except ConfigError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    a.rows = a.rows or (Path(spec.csv.path) if spec.csv.path else None)
+    if a.rows is None:
+        print(f"error: {a.study} names no csv.path; give --rows", file=sys.stderr)
+        return 2
+    declared = [(getattr(t.cfg.env, "game", t.cfg.env.suite), t.seed, t.variant) for t in trials]
+    try:
+        games = read(a.rows, *a.paired, declared)
     except (KeyError, ValueError) as e:
         print(f"error: {a.rows} is not a compare's rows csv with variant, game, seed, status "
               f"and final_return columns ({e})", file=sys.stderr)
@@ -122,7 +150,8 @@ def main(argv: list[str] | None = None) -> int:
     missing = [label for label, arm in zip(a.paired, ("shipped", "fix"))
                if not any(g[arm] for g in games.values())]
     if missing:
-        print(f"error: no variant's name in {a.rows} holds {', '.join(missing)}", file=sys.stderr)
+        print(f"error: no variant of {a.study} holds {', '.join(missing)}; its variants: "
+              f"{', '.join(sorted({t.variant for t in trials}))}", file=sys.stderr)
         return 2
     print("\n".join(report(games, *a.paired)))
     return 0
