@@ -200,11 +200,17 @@ def _png_ok(path: Path) -> bool:
 
 
 @pytest.mark.ray
-def test_compare_runs_reports_and_resumes(tmp_path, ray_local, capsys):
+def test_compare_runs_reports_and_resumes(tmp_path, ray_local, capsys, monkeypatch):
+    import scripts.compare.command as command
+
     path = write_compare(tmp_path, publish={"path": str(tmp_path / "pub" / "tiny"),
                                             "figure": "final_scores"})
+    kept = []  # each trial is offered for keeping as it finishes, before any report
+    monkeypatch.setattr(command, "_keep_one", lambda spec, trials, out, quiet, slug: kept.append(
+        (slug, (out / "report.md").exists())))
     first = run_compare(str(path), quiet=True)
     assert first["trials"] == {s: "trained" for s in first["trials"]} and len(first["trials"]) == 4
+    assert sorted(kept) == sorted((s, False) for s in first["trials"])
     out = Path(first["out"])
     for name in PNGS:
         assert _png_ok(out / name), name

@@ -98,6 +98,46 @@ def test_a_lost_run_directory_is_restored_from_its_kept_record(tmp_path, capsys)
     assert learning_curve(t.dir)[0][-1] > curves[t.slug][0][-1]  # its own, longer curve
 
 
+def test_a_trial_is_kept_as_it_finishes_without_a_report(tmp_path, capsys):
+    """The compare keeps each finished trial's record at once; a report (a look) is not needed."""
+    from scripts.compare.command import _keep_one
+
+    keep = tmp_path / "kept"
+    spec, trials, out = load_spec(write_compare(tmp_path, keep=str(keep)))
+    done, waiting = trials[0], trials[1]
+    run_trial(make_job(done, spec, done.cfg.run.total_frames, [], True))
+    _keep_one(spec, trials, out, False, waiting.slug)  # not started: nothing to keep
+    assert not (keep / waiting.slug).exists()
+    _keep_one(spec, trials, out, False, done.slug)
+    assert f"kept     {done.slug}'s record in {keep}" in capsys.readouterr().err
+    assert sorted(p.name for p in (keep / done.slug).iterdir()) == [
+        "config.yaml", "eval.json", "meta.json", "record.json", "summary.json"]
+    assert not (out / "report.md").exists()  # no report written, so no look logged
+    assert not (out / "plan.json").is_file() or not json.loads(
+        (out / "plan.json").read_text())["reports"]
+
+
+def test_a_checkouts_revision_is_dirty_for_code_not_for_docs(tmp_path):
+    import subprocess
+
+    from learners.runtime.run_dir import git_revision
+
+    def git(*args):
+        subprocess.run(["git", "-C", str(tmp_path), *args], check=True, capture_output=True)
+
+    git("init", "-q")
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "run.py").write_text("x = 1\n")
+    git("add", "-A")
+    git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "c")
+    clean = git_revision(tmp_path)
+    assert len(clean) == 40 and not clean.endswith("-dirty")
+    (tmp_path / "docs" / "rows.csv").write_text("a\n")  # a study's rows, kept records
+    assert git_revision(tmp_path) == clean
+    (tmp_path / "run.py").write_text("x = 2\n")
+    assert git_revision(tmp_path) == clean + "-dirty"
+
+
 def test_kept_records_and_the_probe_table_hold_the_torso_monitors_series(tmp_path, capsys):
     """Every torso/* tag and policy/spread: in record.json, in csv.probes, and back again."""
     from scripts.compare.curves import learning_curve as read_curve

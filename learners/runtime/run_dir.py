@@ -34,14 +34,21 @@ from learners.config.schema import (
 from learners.update.schedule import lr_schedule_change
 
 
-def git_revision() -> str:
-    """This checkout's HEAD commit, with ``-dirty`` if it has changes; ``unknown`` without git."""
+def git_revision(where: str | Path | None = None) -> str:
+    """This checkout's HEAD commit, with ``-dirty`` if it has changes; ``unknown`` without git.
+
+    Changes under ``docs/`` do not count: nothing there runs, and a study writes its rows and
+    kept records there while its trials start (``mira compare``'s ``keep:`` and ``csv:``).
+    ``where``: a folder in the checkout (default: mira's own).
+    """
     try:
-        here = Path(__file__).resolve().parent
+        here = Path(where) if where is not None else Path(__file__).resolve().parent
         out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=here, capture_output=True, text=True,
                              timeout=5)
-        dirty = subprocess.run(["git", "status", "--porcelain"], cwd=here, capture_output=True,
-                               text=True, timeout=5)
+        top = subprocess.run(["git", "rev-parse", "--show-toplevel"], cwd=here,
+                             capture_output=True, text=True, timeout=5).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--", ".", ":(exclude)docs"],
+                               cwd=top or here, capture_output=True, text=True, timeout=5)
         rev = out.stdout.strip() or "unknown"
         return rev + ("-dirty" if dirty.stdout.strip() else "")
     except (OSError, subprocess.SubprocessError):

@@ -65,6 +65,24 @@ def primary_now(spec: CompareSpec, trials: list[Trial]) -> list[dict]:
     return plan_mod.primary_intervals(spec.plan, scores, spec.seeds)
 
 
+def _keep_one(spec: CompareSpec, trials: list[Trial], out_dir: Path, quiet: bool,
+              slug: str) -> None:
+    """Keep the record of trial ``slug`` as soon as it has finished (and been evaluated).
+
+    A compare with ``keep:`` keeps each finished trial's record as it finishes, not only when
+    a report is written, so a machine lost mid-study loses no finished trial.
+    """
+    from scripts.compare.report import keep_records
+
+    t = next(t for t in trials if t.slug == slug)
+    episodes = spec.evaluate.episodes
+    if not spec.keep or trial_state(t.dir, t.cfg.run.total_frames) != "done" or (
+            episodes and not eval_is_current(t.dir, episodes)):
+        return
+    if keep_records(spec, out_dir, [t]) and not quiet:
+        say(f"kept     {slug}'s record in {spec.keep}")
+
+
 def _started(trials: list[Trial], slugs) -> list[Trial]:
     """The trials named in ``slugs`` that started: their run directory exists."""
     return [t for t in trials if t.slug in slugs and t.dir.is_dir()]
@@ -170,7 +188,9 @@ def run_compare(path: str, dry_run: bool = False, max_concurrent: int | None = N
     run_jobs = functools.partial(run_jobs_on_ray, resources=spec.resources,
                                  aggregate=spec.aggregate, cfg=widest,
                                  max_concurrent=max_concurrent, quiet=quiet,
-                                 command=command or mira_command(["compare", str(path)]))
+                                 command=command or mira_command(["compare", str(path)]),
+                                 on_finish=functools.partial(_keep_one, spec, trials, out_dir,
+                                                             quiet))
     if spec.pbt.enabled:
         ran, failed = pbt_mod.run_population(spec, trials, out_dir, run_jobs, quiet)
         status.update({t.slug: "trained" if t.slug in ran else "skipped" for t in trials})

@@ -342,6 +342,19 @@ def markdown(res: dict) -> str:
     return "\n".join(lines)
 
 
+def keep_records(spec, out: Path, trials) -> int:
+    """Keep the records of ``trials`` (finished, evaluated) in the compare's ``keep:`` directory.
+
+    What a report keeps, without writing a report (which the plan logs as a look at the data):
+    ``mira compare`` calls it as each trial finishes, so a machine lost mid-study loses no
+    finished trial's record. Returns how many records were written (0 without ``keep:``).
+    """
+    if not spec.keep:
+        return 0
+    return records.keep(trials, spec.keep, out, learning_curve, param_count, health.summary,
+                        probes)
+
+
 def write_report(out: Path, spec, trials, failed: dict, target_frames: int,
                  unfinished: list[str] = (), started=()) -> dict:
     """Write ``results.json``, ``report.md`` and the plots into ``out``; returns the results.
@@ -369,7 +382,5 @@ def write_report(out: Path, spec, trials, failed: dict, target_frames: int,
             curves.setdefault(t.variant, []).append(curve)
     plot(out, res, curves, ylabel)
     publish.write(out, spec.publish)
-    if spec.keep:
-        records.keep(trials, spec.keep, out, learning_curve, param_count, health.summary,
-                     probes)
+    keep_records(spec, out, trials)
     return res

@@ -123,13 +123,16 @@ def trial_task(ray, fn, resources: ResourcesSpec):
 
 def run_jobs_on_ray(jobs: list[dict], resources: ResourcesSpec, aggregate: str,
                     cfg: ExperimentConfig, max_concurrent: int | None,
-                    quiet: bool, command: str | None = None) -> tuple[dict, dict]:
+                    quiet: bool, command: str | None = None,
+                    on_finish=None) -> tuple[dict, dict]:
     """Run ``jobs`` as Ray tasks: ({slug: result}, {slug: error}).
 
     Ray starts only if there is work; at most ``max_concurrent`` tasks run at once (default: what
     the cluster holds); ``aggregate`` names the evaluation aggregate a finished trial's line shows.
     Each job carries ``command`` (the ``mira`` command that runs) and this process's working
     directory, which a new trial's run directory records instead of the Ray worker's.
+    ``on_finish(slug)`` runs in the driver after each trial that finished; an error in it is a
+    line, not the end of the compare.
     """
     if not jobs:
         return {}, {}
@@ -172,6 +175,12 @@ def run_jobs_on_ray(jobs: list[dict], resources: ResourcesSpec, aggregate: str,
                 tell(f"finished {job['slug']}: {s['frames']:,} frames, {took}, "
                      f"return(last100) {'n/a' if ret is None else f'{ret:.3f}'}{score} "
                      f"[{len(results) + len(failed)}/{len(jobs)}]")
+                if on_finish is not None:
+                    try:
+                        on_finish(job["slug"])
+                    except Exception as e:  # noqa: BLE001 - keeping a record never stops a study
+                        tell(f"note: {job['slug']} finished, but keeping its record failed "
+                             f"({type(e).__name__}: {e}); the next report keeps it")
             if running and time.time() - last >= 30.0:
                 last = time.time()
                 for job, _ in running.values():
