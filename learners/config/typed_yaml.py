@@ -123,7 +123,7 @@ def changed_keys(old: Any, new: Any, prefix: str) -> list[str]:
     a = old if isinstance(old, dict) else to_dict(old)
     b = new if isinstance(new, dict) else to_dict(new)
     out = []
-    for key in sorted(set(a) | set(b), key=lambda k: (k not in a, k)):
+    for key in sorted(set(a) | set(b)):
         x, y, name = a.get(key), b.get(key), f"{prefix}.{key}"
         if isinstance(x, dict) and isinstance(y, dict):
             out += changed_keys(x, y, name)

@@ -137,8 +137,8 @@ def quiet_local_auth_notice(record: logging.LogRecord) -> bool:
 def connect(cfg) -> None:
     """Start or join Ray for ``cfg.runtime``, then check the cluster can hold the run's actors."""
     # A local instance reserves a CPU per runner plus the learner even on a small machine.
-    need, cores = cfg.runtime.num_runners + int(cfg.runtime.learner_cpus + 0.999), os.cpu_count()
-    start_ray(cfg.runtime.address, max(cores or 1, need))
+    start_ray(cfg.runtime.address, max(os.cpu_count() or 1, cfg.runtime.num_runners
+                                       + int(cfg.runtime.learner_cpus + 0.999)))
     check_capacity(cfg)
 
 
