@@ -101,6 +101,7 @@ def test_core_options_are_filled_and_typed():
          ["one action set"]),
         ("learner.monitor=5", ["learner.monitor: expected a mapping of its keys (", "every, ",
                                "blind_share", "got 5"]),
+        ("run=5;run.dir=x", ["override run.dir: run holds 5, not a section", "run=..."]),
     ],
 )
 def test_bad_input_names_the_key(override, words):

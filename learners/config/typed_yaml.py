@@ -152,10 +152,12 @@ def set_dotted(data: dict, dotted: str, value: Any) -> None:
     """Set ``data[a][b][c] = value`` for ``dotted = "a.b.c"``, creating sections as needed."""
     keys = dotted.split(".")
     node = data
-    for k in keys[:-1]:
+    for i, k in enumerate(keys[:-1]):
         node = node.setdefault(k, {})
         if not isinstance(node, dict):
-            raise ConfigError(f"override {dotted}: '{k}' is not a section")
+            where = ".".join(keys[:i + 1])
+            raise ConfigError(f"override {dotted}: {where} holds {node!r}, not a section (was it "
+                              f"set by the file or an earlier override such as {where}=...?)")
     node[keys[-1]] = value
 
 
