@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import collections
 import logging
-import signal
 import sys
 import time
 
@@ -18,6 +17,7 @@ import numpy as np
 
 from learners.algorithms import LEARNERS
 from learners.config.schema import ConfigError, RunStopped
+from learners.runtime.bursts import keep_bursts
 from learners.runtime.fleet import (
     Fleet,
     connect,
@@ -30,37 +30,12 @@ from learners.runtime.fleet import (
 from learners.runtime.handles import get, wait_one
 from learners.runtime.logbook import EpisodeStats, Logbook, duration, log_every_updates
 from learners.runtime.run_dir import RunDir, nonfinite_tensors
+from learners.runtime.stop_flag import StopFlag
 from learners.runtime.unroll_queue import UnrollQueue
 from learners.update.monitor import BlindWatch
 from learners.update.report import UpdateReport
 
 log = logging.getLogger("mira")
-
-
-class StopFlag:
-    """First Ctrl-C: finish the current step, checkpoint, return. Second: stop at once."""
-
-    def __init__(self):
-        self.stop = False
-        self._previous = None
-
-    def __enter__(self):
-        def handler(signum, frame):
-            if self.stop:
-                raise KeyboardInterrupt
-            self.stop = True
-            print("\n[mira] interrupted: writing a checkpoint (Ctrl-C again to quit at once)",
-                  flush=True)
-
-        try:
-            self._previous = signal.signal(signal.SIGINT, handler)
-        except ValueError:  # not the main thread
-            self._previous = None
-        return self
-
-    def __exit__(self, *exc):
-        if self._previous is not None:
-            signal.signal(signal.SIGINT, self._previous)
 
 
 def make_queue(cfg, runners: int) -> UnrollQueue:
@@ -162,7 +137,7 @@ class Trainer:
             self.diverged = (report.diverged + self.cfg.learner.max_skipped_updates,
                              report.diverged)
         if report.captures:
-            self._keep_captures(get(self.learner.take_captures()))
+            keep_bursts(self.run.path / "bursts", get(self.learner.take_captures()), self.cfg)
         for k, v in report.metrics.items():
             self.metrics_acc[k].append(v)
         if report.monitor:
@@ -172,43 +147,6 @@ class Trainer:
             line = self.blind.add(report.frames, report.monitor)
             if line is not None:
                 log.warning(line)
-
-    def _keep_captures(self, captures: list[dict]) -> None:
-        """Write the learner's gradient-burst captures to ``<run>/bursts/``, one line each.
-
-        At most ``CAPTURE_LIMIT`` files per run directory, resumes included; a step a resumed
-        run repeats keeps its first file. A failed write is logged and training goes on.
-        """
-        import os
-
-        import torch
-
-        from learners.config.migrations import CONFIG_FORMAT
-        from learners.config.schema import to_dict
-        from learners.update.learner import CAPTURE_LIMIT
-
-        folder = self.run.path / "bursts"
-        for c in captures:
-            path = folder / f"update{c['update']:08d}-step{c['step']}.pt"
-            if path.exists() or len(list(folder.glob("*.pt"))) >= CAPTURE_LIMIT:
-                continue
-            try:
-                folder.mkdir(exist_ok=True)
-                tmp = path.with_suffix(".tmp")
-                torch.save({**c, "config": to_dict(self.cfg), "config_format": CONFIG_FORMAT}, tmp)
-                os.replace(tmp, path)  # never a torn file
-            except OSError as e:
-                log.warning("could not keep update %d's gradient burst in %s: %s",
-                            c["update"], path, e)
-                continue
-            if not c["grad_norms"]:  # the loss was not finite: no gradient to name
-                log.warning("update %d: the loss is not finite (learner.capture_grad_norm %g "
-                            "keeps it); kept in %s", c["update"], c["threshold"], path)
-                continue
-            largest = ", ".join(f"{k} {v:.3g}" for k, v in list(c["grad_norms"].items())[:3])
-            log.warning("update %d: pre-clip gradient norm %.4g (above learner.capture_grad_norm "
-                        "%g); largest %s; kept in %s", c["update"], c["grad_norm"],
-                        c["threshold"], largest, path)
 
     def _log(self, now: float) -> None:
         frames_delta = self.frames - self._log_frames
@@ -284,7 +222,7 @@ class Trainer:
                 self._stop_without_learner(e)
         if self.cfg.learner.capture_grad_norm and not self._learner_lost():
             # an update still in flight at a stop may have kept a burst
-            self._keep_captures(get(self.learner.take_captures()))
+            keep_bursts(self.run.path / "bursts", get(self.learner.take_captures()), self.cfg)
         final = self.checkpoint()
         now = time.time()
         self._log(now)
