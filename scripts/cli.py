@@ -74,7 +74,7 @@ def _train(args) -> int:
             return 0
         local_device_check(wanted)
         note = run.schedule_note(wanted)
-        cfg = run.resume_config(args.overrides)
+        cfg = wanted
         print(f"[mira] resuming {run.path} from {ckpt.name}", file=sys.stderr)
         if note:
             print(f"[mira] note: {note}", file=sys.stderr)
@@ -86,7 +86,10 @@ def _train(args) -> int:
         run = RunDir.create(cfg, args.config, command=mira_command(args.argv))
         cfg, ckpt = run.cfg, None  # with run.name and run.dir filled in
     print(f"[mira] run directory: {run.path}", file=sys.stderr)
-    summary = Trainer(cfg, run, resume_from=ckpt, quiet=args.quiet).train()
+    trainer = Trainer(cfg, run, resume_from=ckpt, quiet=args.quiet)
+    if args.resume:  # the weights fit the config: keep its overrides for a later plain resume
+        run.resume_config(args.overrides)
+    summary = trainer.train()
     if summary.get("diverged"):
         d = summary["diverged"]
         print(f"[mira] diverged: updates {d['last_good_update'] + 1}-{d['update']} had a "

@@ -133,7 +133,7 @@ def evaluate_checkpoint(path: str, episodes: int = 10, tasks: list[str] | None =
     from envs.suites import ENVS, build_suite
     from learners.runtime.fleet import connect, make_evaluator
     from learners.runtime.handles import get
-    from learners.runtime.run_dir import RunDir
+    from learners.runtime.run_dir import RunDir, weights_misfit
 
     ckpt, out_dir = locate(path)
     state = RunDir.load_checkpoint(ckpt)
@@ -173,7 +173,12 @@ def evaluate_checkpoint(path: str, episodes: int = 10, tasks: list[str] | None =
     refs = [h.evaluate(weights) for h in handles]
     returns = {}
     for i, ref in zip(indices, refs):
-        returns[suite.tasks[i]] = get(ref)[i]
+        try:
+            returns[suite.tasks[i]] = get(ref)[i]
+        except Exception as e:  # noqa: BLE001 - RuntimeError, or Ray's wrapper of it
+            if (mismatch := weights_misfit(str(e))) is None:
+                raise
+            raise ConfigError(f"cannot evaluate {ckpt}: {mismatch}") from None
         if not quiet:
             r = returns[suite.tasks[i]]
             print(f"[mira]   {suite.tasks[i]}: mean return {sum(r) / len(r):.3f} "

@@ -530,6 +530,49 @@ def test_resume_and_evaluate_refuse_another_agent_and_leave_the_run_as_it_was(
     assert {p: p.read_bytes() for p in run.rglob("*") if p.is_file()} == before
 
 
+def test_a_load_error_reads_as_what_changed():
+    """PyTorch's own errors, shapes and keys, become one line naming the first parameter."""
+    from learners.runtime.run_dir import weights_misfit
+
+    six = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.Linear(4, 6))
+    texts = []
+    for into, held in ((torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.Linear(4, 2)), six),
+                       (six, torch.nn.Sequential(torch.nn.Linear(3, 4))),
+                       (torch.nn.Sequential(torch.nn.Linear(3, 4)), six)):
+        with pytest.raises(RuntimeError) as e:
+            into.load_state_dict(held.state_dict())
+        texts.append(weights_misfit(str(e.value)))
+    assert "(1.weight: [6, 4] in the checkpoint, [2, 4] here; and 1 more)" in texts[0]
+    assert "(the checkpoint lacks 1.weight; and 1 more)" in texts[1]
+    assert "(the agent has no 1.weight; and 1 more)" in texts[2]
+    assert all("\n" not in t and "env.game" in t for t in texts)
+    assert weights_misfit("CUDA error: out of memory") is None
+
+
+@pytest.mark.slow
+def test_resume_and_evaluate_refuse_another_action_set_and_leave_the_run_as_it_was(
+        tmp_path, capsys):
+    """An env override that changes the agent's shapes is one line, and config.yaml stays."""
+    from scripts.cli import main
+
+    small = small_overrides(tmp_path, **{"run.total_frames": 40, "learner.batch_size": 2,
+                                         "runtime.envs_per_runner": 2, "learner.recurrence": 0,
+                                         "learner.minibatches": 1})
+    assert main(["train", str(ROOT / "configs/impala_atari.yaml"), "env.game=Pong", *small]) == 0
+    run = tmp_path / "run"
+    before = {p: p.read_bytes() for p in run.rglob("*") if p.is_file()}
+    capsys.readouterr()
+    for argv in (["train", "--resume", str(run), "env.game=Breakout", "run.total_frames=80"],
+                 ["evaluate", str(run), "env.game=Breakout", "--episodes", "1"]):
+        assert main(argv) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        verb = "resume" if argv[0] == "train" else "evaluate"
+        assert err[-1].startswith(f"mira: error: cannot {verb} "), err
+        assert "its weights do not fit the agent this config builds (" in err[-1], err
+        assert not any(line.startswith("Traceback") for line in err), err
+    assert {p: p.read_bytes() for p in run.rglob("*") if p.is_file()} == before
+
+
 def test_an_error_while_building_the_run_is_one_config_line(
         tmp_path, small_cfg, monkeypatch, capsys):
     import learners.runtime.fleet as fleet

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shlex
 import subprocess
 import sys
@@ -74,6 +75,36 @@ def mira_command(argv: list[str], start: str | Path | None = None) -> str:
             value = relative_path(value, start)
         words.append(key + eq + value)
     return shlex.join(["mira", *words])
+
+
+def weights_misfit(error: str) -> str | None:
+    """What PyTorch's error on loading a checkpoint's weights into the agent means, in a line.
+
+    None when ``error`` is not such an error. The agent is built from the config, and an
+    ``agent.*`` override is refused before anything loads, so what gets here is a setting that
+    changed the observation or the action set: an ``env.*`` override.
+    """
+    if "Error(s) in loading state_dict" not in error:
+        return None
+    shape = r"torch\.Size\((\[[^\]]*\])\)"
+    found = re.findall(rf"size mismatch for ([\w.]+): copying a param with shape {shape} from "
+                       rf"checkpoint, the shape in current model is {shape}", error)
+    if found:
+        name, held, here = found[0]
+        what = f"{name}: {held} in the checkpoint, {here} here"
+        more = len(found) - 1
+    else:
+        keys = re.search(r"(Missing|Unexpected) key\(s\) in state_dict: ([^\n]*)", error)
+        names = re.findall(r'"([^"]+)"', keys[2]) if keys else []
+        if not names:
+            return None
+        what = (f"the checkpoint lacks {names[0]}" if keys[1] == "Missing"
+                else f"the agent has no {names[0]}")
+        more = len(names) - 1
+    return (f"its weights do not fit the agent this config builds ({what}"
+            + (f"; and {more} more" if more > 0 else "")
+            + "): an env setting changed the observation or the action set (env.game, "
+            "env.full_action_space, ...)")
 
 
 def nonfinite_tensors(tensors: dict) -> list[str]:
@@ -164,7 +195,8 @@ class RunDir:
         """The run's config with ``overrides``, saved so that a later plain ``--resume`` keeps them.
 
         The config is written back to ``config.yaml`` and the overrides recorded in
-        ``meta.json``.
+        ``meta.json``. Call it once the resumed run has started (its weights loaded), so an
+        override that cannot be resumed leaves the run as it was.
         """
         cfg = self.load_config(overrides)
         if overrides:

@@ -29,7 +29,7 @@ from learners.runtime.fleet import (
 )
 from learners.runtime.handles import get, wait_one
 from learners.runtime.logbook import EpisodeStats, Logbook, duration, log_every_updates
-from learners.runtime.run_dir import RunDir, nonfinite_tensors
+from learners.runtime.run_dir import RunDir, nonfinite_tensors, weights_misfit
 from learners.runtime.stop_flag import StopFlag
 from learners.runtime.unroll_queue import UnrollQueue
 from learners.update.monitor import BlindWatch
@@ -79,7 +79,14 @@ class Trainer:
         self.probed: dict = {}  # the torso monitor's last measures and their frames
         if resume_from is not None:
             state = RunDir.load_checkpoint(resume_from)
-            get(self.learner.load_state_dict(state["learner"]))
+            try:
+                get(self.learner.load_state_dict(state["learner"]))
+            except Exception as e:  # noqa: BLE001 - RuntimeError, or Ray's wrapper of it
+                if (mismatch := weights_misfit(str(e))) is None:
+                    raise
+                self.fleet.stop()
+                raise ConfigError(f"cannot resume {run.path}: {mismatch}; train it in a new "
+                                  "run") from None
             progress = state["progress"]
             self.stats.load_state_dict(progress["episodes"])
             self.wall_before = float(progress["wall_time_s"])
