@@ -134,10 +134,13 @@ def test_running_statistics_are_the_mean_and_variance_of_every_frame_observed():
     observed = stats(torso)
     mean, var = naive(batches)
     want = ((pixels.double() * SCALE - mean) / (var + EPS).sqrt()).clamp(-CLIP, CLIP)
+    layouts = {}
     for fmt in (torch.contiguous_format, torch.channels_last):
-        got = torso._pixels(pixels, fmt)
+        got = layouts[fmt] = torso._pixels(pixels, fmt)
         assert got.is_contiguous(memory_format=fmt)
         torch.testing.assert_close(got.double(), want, atol=1e-5, rtol=1e-5)
+    # the statistics follow the pixels' layout; the values are the same bit for bit
+    assert torch.equal(layouts[torch.contiguous_format], layouts[torch.channels_last])
     assert want.abs().max() == CLIP  # the low-valued third batch leaves some pixels beyond it
     with torch.no_grad():  # forward and probe read the statistics, never move them
         torso(*inputs(SMALL, 2, 3))

