@@ -31,21 +31,6 @@ def local_device_check(cfg) -> None:
         resolve_device(cfg.learner.device)
 
 
-def checkpoint_config(state: dict, run):
-    """The config a checkpoint was trained under: its own where it carries one, else the run's.
-
-    (The run's config.yaml may have been changed since the checkpoint was written.)
-    """
-    from learners.config.schema import load_saved_config
-
-    if "config" in state:
-        try:
-            return load_saved_config(state)
-        except ConfigError:  # saved by a mira whose settings no longer validate
-            pass
-    return run.load_config()
-
-
 def _train(args) -> int:
     from learners.config.schema import load_config
     from learners.config.typed_yaml import said_briefly, weight_changes
@@ -62,7 +47,7 @@ def _train(args) -> int:
         # Refused here, before anything starts, if its weights are not finite.
         state = RunDir.load_checkpoint(ckpt)
         wanted = run.load_config(args.overrides)
-        held = checkpoint_config(state, run)
+        held = RunDir.checkpoint_config(ckpt, state)
         if changed := weight_changes(held, wanted):
             raise ConfigError(f"cannot resume with another agent ({said_briefly(changed)}): the "
                               "checkpoint holds the weights of the agent it was trained as; "

@@ -15,7 +15,7 @@ import sys
 import time
 from pathlib import Path
 
-from learners.config.schema import ConfigError, ExperimentConfig, load_config, load_saved_config
+from learners.config.schema import ConfigError
 from learners.config.typed_yaml import said_briefly, weight_changes
 
 
@@ -35,22 +35,6 @@ def locate(path: str) -> tuple[Path, Path]:
            if p.parent.name == "checkpoints" and (p.parent.parent / "config.yaml").is_file()
            else p.parent)
     return p, out
-
-
-def load_run_config(ckpt: Path, state: dict, overrides: list[str]) -> ExperimentConfig:
-    """The config of the run that wrote ``ckpt``, with ``overrides`` applied.
-
-    Read from the checkpoint's ``state`` where it carries one, else from the run directory
-    the checkpoint is in, by the loader every command uses (old keys migrate, in the saved
-    config and in ``overrides`` alike). Validated without the runtime section: evaluation
-    does not use the training run's runner layout.
-    """
-    if "config" in state:
-        return load_saved_config(state, overrides)
-    run_dir = ckpt.parent.parent
-    if not (run_dir / "config.yaml").is_file():
-        raise ConfigError(f"{ckpt} carries no config and there is no {run_dir / 'config.yaml'}")
-    return load_config(run_dir, overrides, runtime=False)
 
 
 def record_videos(cfg, weights: dict, indices: list[int], names: list[str], episodes: int,
@@ -138,14 +122,14 @@ def evaluate_checkpoint(path: str, episodes: int = 10, tasks: list[str] | None =
     ckpt, out_dir = locate(path)
     state = RunDir.load_checkpoint(ckpt)
     overrides = list(overrides or [])
-    cfg = load_run_config(ckpt, state, overrides)
-    if overrides and (changed := weight_changes(load_run_config(ckpt, state, []), cfg)):
+    cfg = RunDir.checkpoint_config(ckpt, state, overrides)
+    if overrides and (changed := weight_changes(RunDir.checkpoint_config(ckpt, state, []), cfg)):
         raise ConfigError(f"cannot evaluate as another agent ({said_briefly(changed)}): the "
                           "checkpoint holds the weights of the agent it was trained as")
     with_protocol = ENVS.get(cfg.env.suite).protocol_overrides
     if protocol and with_protocol is not None:
         overrides += with_protocol(cfg.env, protocol)  # Atari: sticky actions, no-op starts
-        cfg = load_run_config(ckpt, state, overrides)
+        cfg = RunDir.checkpoint_config(ckpt, state, overrides)
     elif protocol:
         raise ConfigError(f"--protocol applies to Atari runs; "
                           f"this run's env suite is {cfg.env.suite!r}")

@@ -222,7 +222,7 @@ def test_evaluate_migrates_old_keys_in_overrides_as_train_does(tmp_path):
     """
     import yaml
 
-    from scripts.evaluate import load_run_config
+    from learners.runtime.run_dir import RunDir
 
     saved = to_dict(load_config(None, ["learner.impala.surrogate_clip=0.2"]))
     saved["learner"]["surrogate_clip"] = saved["learner"].pop("impala").pop("surrogate_clip")
@@ -231,9 +231,35 @@ def test_evaluate_migrates_old_keys_in_overrides_as_train_does(tmp_path):
     (run / "config.yaml").write_text(yaml.safe_dump(saved))
     ckpt = run / "checkpoints" / "ckpt_000000000100.pt"
     for state in ({"config": saved}, {}):
-        assert load_run_config(ckpt, state, []).learner.impala.surrogate_clip == 0.2
-        cfg = load_run_config(ckpt, state, ["learner.surrogate_clip=0.3"])
+        assert RunDir.checkpoint_config(ckpt, state, []).learner.impala.surrogate_clip == 0.2
+        cfg = RunDir.checkpoint_config(ckpt, state, ["learner.surrogate_clip=0.3"])
         assert cfg.learner.impala.surrogate_clip == 0.3
+
+
+def test_a_checkpoint_whose_saved_config_no_longer_validates_reads_its_run_directory(tmp_path):
+    """``mira train --resume`` and ``mira evaluate`` read a checkpoint's config one way.
+
+    A saved config a later mira refuses falls back to the run's config.yaml; with no
+    config.yaml beside it, the refusal is the error.
+    """
+    import yaml
+
+    from learners.runtime.run_dir import RunDir
+
+    good = to_dict(load_config(None, ["learner.impala.surrogate_clip=0.2"]))
+    bad = to_dict(load_config(None))
+    bad["learner"]["no_such_key"] = 1
+    run = tmp_path / "run"
+    (run / "checkpoints").mkdir(parents=True)
+    ckpt = run / "checkpoints" / "ckpt_000000000100.pt"
+    with pytest.raises(ConfigError, match="no_such_key"):
+        RunDir.checkpoint_config(ckpt, {"config": bad})
+    with pytest.raises(ConfigError, match="carries no config and there is no"):
+        RunDir.checkpoint_config(ckpt, {})
+    (run / "config.yaml").write_text(yaml.safe_dump(good))
+    assert RunDir.checkpoint_config(ckpt, {"config": bad}).learner.impala.surrogate_clip == 0.2
+    assert RunDir.checkpoint_config(ckpt, {"config": good}, ["learner.impala.surrogate_clip=0.3"]
+                                    ).learner.impala.surrogate_clip == 0.3
 
 
 def test_a_validated_config_is_frozen_and_changed_by_copy():

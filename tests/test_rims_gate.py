@@ -75,7 +75,6 @@ def test_a_rims_run_saved_before_the_gate_loads_ungated(small_cfg, tmp_path, fmt
 
     from learners.config.schema import save_config, to_dict
     from learners.runtime.run_dir import RunDir
-    from scripts.evaluate import load_run_config
 
     cfg = small_cfg(**{"agent.core": "rims", "agent.core_options": "{}"})
     saved = to_dict(cfg)
@@ -89,5 +88,5 @@ def test_a_rims_run_saved_before_the_gate_loads_ungated(small_cfg, tmp_path, fmt
     expected = fmt == 4
     assert RunDir.open(run).load_config().agent.core_options.comm_gate is expected
     state = {"config": saved} if fmt == 3 else {"config": saved, "config_format": fmt}
-    loaded = load_run_config(run / "checkpoints" / "x.pt", state, [])
+    loaded = RunDir.checkpoint_config(run / "checkpoints" / "x.pt", state, [])
     assert loaded.agent.core_options.comm_gate is expected

@@ -30,6 +30,7 @@ from learners.config.schema import (
     ConfigError,
     ExperimentConfig,
     load_config,
+    load_saved_config,
     save_config,
 )
 from learners.update.schedule import lr_schedule_change
@@ -190,6 +191,30 @@ class RunDir:
     def load_config(self, overrides: list[str] | None = None) -> ExperimentConfig:
         """The saved config.yaml with ``overrides`` (``load_config`` of the directory)."""
         return load_config(self.path, overrides)
+
+    @staticmethod
+    def checkpoint_config(ckpt: Path, state: dict,
+                          overrides: list[str] | None = None) -> ExperimentConfig:
+        """The config ``ckpt`` was trained under, with ``overrides`` applied.
+
+        Its own (``state["config"]``) where it carries one, read by the loader every command
+        uses (old keys migrate, in the saved config and in ``overrides`` alike); else, or where
+        a mira whose settings no longer validate saved it, the config.yaml of the run directory
+        the checkpoint is in (which may have changed since the checkpoint was written).
+        Validated without the runtime section: only the agent, env and learner are read.
+        """
+        run_dir = Path(ckpt).parent.parent
+        has_yaml = (run_dir / "config.yaml").is_file()
+        if "config" in state:
+            try:
+                return load_saved_config(state, overrides)
+            except ConfigError:
+                if not has_yaml:
+                    raise
+        if not has_yaml:
+            raise ConfigError(f"{ckpt} carries no config and there is no "
+                              f"{run_dir / 'config.yaml'}")
+        return load_config(run_dir, overrides, runtime=False)
 
     def resume_config(self, overrides: list[str] | None = None) -> ExperimentConfig:
         """The run's config with ``overrides``, saved so that a later plain ``--resume`` keeps them.
