@@ -16,6 +16,7 @@ def study(tmp_path, games=("Pong", "Breakout"), seeds=(3, 4, 5)) -> Path:
     path = tmp_path / "study.yaml"
     path.write_text(
         f"name: budget\nbase: {ROOT / 'configs/impala_atari.yaml'}\n"
+        "overrides:\n  run.total_frames: 5.0e+6\n"
         f"matrix:\n  env.game: [{', '.join(games)}]\n"
         "variants:\n  - {agent.torso_options.input_norm: none}\n"
         "  - {agent.torso_options.input_norm: running}\n"
@@ -26,12 +27,12 @@ def study(tmp_path, games=("Pong", "Breakout"), seeds=(3, 4, 5)) -> Path:
     return path
 
 
-def rows(tmp_path, table):
+def rows(tmp_path, table, frames=5001216, extra=""):
     """``table``: {(arm label, game, seed): return or None (unfinished)} -> the study's rows."""
     lines = [f"input-norm-{arm}_game-{game},{game},{seed},"
-             f"{'finished' if r is not None else 'unfinished'},5000000,"
+             f"{'finished' if r is not None else 'unfinished'},{frames},"
              f"{'' if r is None else r},100.0\n" for (arm, game, seed), r in table.items()]
-    (tmp_path / "rows.csv").write_text(HEADER + "".join(lines))
+    (tmp_path / "rows.csv").write_text(HEADER + "".join(lines) + extra)
 
 
 def arms(game, none, running, seeds=(3, 4, 5)):
@@ -86,3 +87,59 @@ def test_bad_input_is_one_line(tmp_path, capsys):
     assert "holds input-norm-frame; its variants: input-norm-none_game-Breakout" in err[-1], err
     # a shipped label inside the fix's: each row still goes to its own arm
     assert fb.arm_of("input-norm-running_game-Pong", "input-norm", "input-norm-running") == "fix"
+
+
+def test_a_tie_is_read_exactly_and_the_rows_checked(tmp_path, capsys):
+    # 2.3 - 2.3 is no loss: in floats mean(2.3, 4.6, 6.9) - stdev lands a rounding below 2.3
+    v = fb.verdict(["2.3", "4.6", "6.9"], ["2.3", "2.3", "2.3"])
+    assert v["mean_holds"] and v["low_holds"]
+    same = (10.0, 14.0, 18.0)
+    table = {**arms("Pong", same, same), **arms("Breakout", same, same)}
+    # a row of a seed the file does not declare is left out, not read into the rule
+    rows(tmp_path, table, extra="input-norm-running_game-Pong,Pong,6,finished,5001216,-21,1\n")
+    assert fb.main([str(study(tmp_path)), *PAIRED]) == 0
+    out = capsys.readouterr().out
+    assert "hold on every game" in out and "6:" not in out
+    assert "cannot be decided" not in out and "declares no pair" in out
+    # a row short of the trials' budget is not a finished trial at the budget
+    rows(tmp_path, table, frames=4_000_000)
+    assert fb.main([str(study(tmp_path)), *PAIRED]) == 0
+    out = capsys.readouterr().out
+    assert "3: 10.00 (finished short)" in out and "Rule 2 is not read yet" in out
+    # two rows of one trial: a one-line error
+    rows(tmp_path, table, extra="input-norm-none_game-Pong,Pong,3,finished,5001216,1,1\n")
+    assert fb.main([str(study(tmp_path)), *PAIRED]) == 2
+    assert "two rows of input-norm-none_game-Pong seed 3" in capsys.readouterr().err
+
+
+def test_failed_trials_are_named_and_the_arms_cannot_be_swapped(tmp_path, capsys):
+    same = (10.0, 14.0, 18.0)
+    rows(tmp_path, {**arms("Pong", same, same), **arms("Breakout", same, same)})
+    text = (tmp_path / "rows.csv").read_text().replace(
+        "input-norm-running_game-Pong,Pong,4,finished",
+        "input-norm-running_game-Pong,Pong,4,failed")
+    (tmp_path / "rows.csv").write_text(text)
+    assert fb.main([str(study(tmp_path)), *PAIRED]) == 0
+    out = capsys.readouterr().out
+    assert "Failed (diverged or crashed): Pong fix seed 4" in out and "not read yet" in out
+    assert fb.main([str(study(tmp_path)), "--paired", "input-norm-running",
+                    "input-norm-none"]) == 2
+    err = capsys.readouterr().err
+    assert "sets agent.torso_options.input_norm=running where impala_atari.yaml has none" in err
+
+
+def test_what_the_declared_pairs_can_decide():
+    from scripts.compare.plan import PlanSpec
+
+    plan = PlanSpec(pairs=[["a", "b"], ["c", "d"]], statistic="win")
+    assert "With 3 paired seeds a pair (alpha 0.025 each) cannot be decided either way (8 " \
+           "needed)" in fb.pairs_note(plan, 3)
+    assert fb.pairs_note(plan, 8) == ""
+
+
+def test_the_study_files_columns_are_found_by_what_fills_them():
+    assert fb.column_names({"v": "variant", "g": "env.game", "s": "seed", "st": "status",
+                            "f": "frames", "r": "train_return"})["return"] == "r"
+    with pytest.raises(ValueError, match="fills no column with train_return"):
+        fb.column_names({"variant": "variant", "game": "env.game", "seed": "seed",
+                         "status": "status", "frames": "frames"})
