@@ -31,8 +31,15 @@ def test_the_plan_is_kept_as_first_seen_and_later_changes_are_dated(tmp_path):
         primary = plan_mod.primary_intervals(
             plan, {v: {s: x for s in range(9)} for v, x in scores.items()}, list(range(9)))
         text = "\n".join(plan_sections.markdown({"plan": state, "primary": primary}))
-        assert f"| excludes {null} |" in text and "| yes |" in text
+        assert f"| excludes {null} |" in text and "| yes: a above b |" in text
         assert f"Decided: every primary interval excludes {null} (no difference)." in text
+        assert "No pair is decided with a below b." in text
+    # a pair decided the other way says so, in its row and under the table
+    primary = plan_mod.primary_intervals(
+        plan, {v: {s: x for s in range(9)} for v, x in {"a": 0.0, "b": 1.0}.items()},
+        list(range(9)))
+    text = "\n".join(plan_sections.markdown({"plan": state, "primary": primary}))
+    assert "| yes: a below b |" in text and "Decided with a below b: a below b." in text
     # a partly decided study says how many of its pairs are decided
     plan = plan_mod.PlanSpec(pairs=[["a", "b"], ["a", "c"]], statistic="win")
     primary = plan_mod.primary_intervals(
@@ -225,8 +232,8 @@ def test_a_pair_says_what_it_tests_and_the_report_names_an_untested_claim(tmp_pa
     text = "\n".join(plan_sections.markdown({"plan": state, "primary": primary,
                                              "untested_claims": plan.untested_claims()}))
     assert "| excludes 0.5 | claim |" in text
-    assert "| yes | task-ID above linear (task information) |" in text
-    assert "| yes | learnt above linear: Fig. 4c |" in text
+    assert "| yes: a above b | task-ID above linear (task information) |" in text
+    assert "| yes: a above b | learnt above linear: Fig. 4c |" in text
     assert [line for line in text.splitlines() if "no declared pair tests" in line] == [
         "The plan names a claim no declared pair tests: task-ID above multi-head: Fig. 4b."]
     assert "(learnt above linear: Fig. 4c): win" in plan_mod.interval_lines(primary)[1]

@@ -79,11 +79,15 @@ def markdown(res: dict) -> list[str]:
               + (" claim |" if (claims := any(r.get("claim") for r in primary)) else ""),
               "| --- | --- | ---: | ---: | --- | --- |" + (" --- |" if claims else "")]
     for r in primary:
+        side = ("" if not r["excludes_null"] else
+                ": a above b" if r["low"] > r["null"] else ": a below b")
         lines.append(f"| {r['pair'][0]} | {r['pair'][1]} | {len(r['seeds'])} | "
                      f"{_num(r['estimate'])} | [{_num(r['low'])}, {_num(r['high'])}] | "
-                     f"{'yes' if r['excludes_null'] else 'no'} |"
+                     f"{'yes' + side if r['excludes_null'] else 'no'} |"
                      + (f" {r.get('claim') or ''} |" if claims else ""))
     null = f"{primary[0]['null']:g} (no difference)"
+    against = [f"{r['pair'][0]} below {r['pair'][1]}" for r in primary
+               if r["excludes_null"] and r["high"] < r["null"]]
     if decided(primary):
         verdict = f"Decided: every primary interval excludes {null}."
     else:
@@ -99,6 +103,8 @@ def markdown(res: dict) -> list[str]:
                         "hold it" + (", which ends the compare under its rule (stop: settled)."
                                      if settled(primary) and latest["stop"] == "settled"
                                      else "."))
+    verdict += (" Decided with a below b: " + "; ".join(against) + "." if against
+                else " No pair is decided with a below b.")
     lines += ["", verdict, ""]
     lines += [f"- {r['pair'][0]} vs {r['pair'][1]}: {r['clipped']} of {2 * len(r['seeds'])} "
               f"scores lay outside plan.bounds {r['bounds']} and were clipped to them; clipping "
