@@ -114,20 +114,23 @@ STUDY = "configs/studies/study_atari5_panel.yaml"
 A5_GAMES = ["BattleZone", "DoubleDunk", "NameThisGame", "Phoenix", "Qbert"]
 
 
-def _keep(records, game, seed, train, evaluation, frames=10_000_000):
+def _keep(records, game, seed, train, evaluation, frames=10_000_000, episodes=30, curve=True):
     """A kept record of one trial, as a compare's keep: writes it (summary, eval, curves)."""
     import json
 
     d = records / f"game-{game}-seed{seed}"
     d.mkdir(parents=True)
+    ckpt = f"checkpoints/ckpt_{frames:012d}.pt"
     (d / "summary.json").write_text(json.dumps(
         {"frames": frames, "episode_return_mean": train, "interrupted": False,
          "wall_time_s": 2000.0}))
-    (d / "eval.json").write_text(json.dumps({"tasks": {game: {
-        "return_mean": evaluation, "return_std": 1.5, "episodes": 30,
+    (d / "eval.json").write_text(json.dumps({"checkpoint": ckpt, "tasks": {game: {
+        "return_mean": evaluation, "return_std": 1.5, "episodes": episodes,
         "normalized_score": None}}}))
-    (d / "record.json").write_text(json.dumps({"curves": {"episode_return_mean100": {
-        "frames": [frames // 2, frames], "values": [train / 2, train]}}}))
+    curves = ({"episode_return_mean100": {"frames": [frames // 2, frames],
+                                          "values": [train / 2, train]}} if curve else {})
+    kept = {"checkpoint": ckpt.split("/")[-1], "curves": curves}
+    (d / "record.json").write_text(json.dumps(kept))
 
 
 def test_atari5_study_declares_the_panel():
@@ -162,11 +165,13 @@ def test_atari5_report_names_a_missing_seed_and_writes_the_csv(tmp_path):
     assert games == A5_GAMES and seeds == [0, 1, 2] and len(found) == 14
     text = atari5.markdown(games, seeds, found, reps=200)
     phoenix = next(line for line in text.splitlines() if line.startswith("| Phoenix | 2 of 3"))
-    assert "(missing: 2)" in phoenix and "not in the table | not in the table |" in phoenix
-    assert "| Phoenix | 2 | missing | | | |" in text and "Phoenix seed 2" in text
+    assert "(seed 2 missing)" in phoenix and "not in the table | not in the table |" in phoenix
+    assert "(n=2)" in phoenix
+    assert "| Phoenix | 2 | missing | | | | |" in text and "Phoenix seed 2" in text
     assert text.count("| 14 of 15 |") == 2  # training and evaluation, over games
     assert "17,366.7" in text and "21,000 ± 232" in text  # BattleZone's references
-    assert "| BattleZone | 0 | finished | 10,000,000 | 100.0 | 110.0 ± 1.5 (30) |" in text
+    assert ("| BattleZone | 0 | finished | 10,000,000 | 100.0 | 110.0 ± 1.5 (30) | kept record |"
+            in text)
     # the aggregates' point estimates against a naive computation over the 14 scores
     hns = {g: [human_normalized(g, x) for s, x in enumerate(train[g]) if (g, s) != ("Phoenix", 2)]
            for g in A5_GAMES}
@@ -236,3 +241,51 @@ def test_atari5_stratified_bootstrap_against_a_naive_loop():
     full = st.stratified_bootstrap_ci(matrix, st.mean, reps=4000)
     assert ragged.low == pytest.approx(full.low, abs=0.05)
     assert ragged.high == pytest.approx(full.high, abs=0.05)
+
+
+def test_atari5_counts_only_finished_trials_and_names_the_rest(tmp_path):
+    """An unfinished, stopped or stale trial is listed but enters no figure; no curve, one row."""
+    from scripts.papers import atari5
+
+    records, runs = tmp_path / "keep", tmp_path / "out"
+    for g in A5_GAMES:
+        for s in range(3):
+            if g == "BattleZone" and s == 1:  # stopped at 2M frames: its score must not count
+                _keep(records, g, s, 800.0, 900.0, frames=2_000_000)
+            elif g == "Qbert" and s == 0:  # evaluated with 10 episodes, not the declared 30
+                _keep(records, g, s, 500.0, 99_999.0, episodes=10)
+            elif g == "Phoenix" and s == 0:  # a record with no curve
+                _keep(records, g, s, 700.0, 710.0, curve=False)
+            elif (g, s) != ("Phoenix", 2):
+                _keep(records, g, s, 5000.0 + s, 5010.0 + s)
+    # Phoenix seed 2: its process was killed, leaving checkpoints and no summary
+    stopped = runs / "trials" / "game-Phoenix-seed2"
+    (stopped / "checkpoints").mkdir(parents=True)
+    (stopped / "checkpoints" / "ckpt_000003000000.pt").write_bytes(b"")
+    (stopped / "config.yaml").write_text("{}")
+    games, seeds, found = atari5.collect(STUDY, records, out=str(runs))
+    assert found[("Phoenix", 2)].status == "stopped, no summary"
+    assert found[("Phoenix", 2)].frames == 3_000_000
+    text = atari5.markdown(games, seeds, found, reps=200)
+    bz = next(line for line in text.splitlines() if line.startswith("| BattleZone | 2 of 3"))
+    assert "seed 1 unfinished at 2.00M frames, left out" in bz
+    assert "5,001.0 [5,000.0, 5,002.0] (n=2)" in bz  # 800 is not averaged in
+    qbert = next(line for line in text.splitlines() if line.startswith("| Qbert | 3 of 3"))
+    assert "99,999" not in qbert and "(n=2)" in qbert  # the stale evaluation left out
+    assert "stale: not of its last weights or not the declared episodes" in text
+    assert "seed 2 stopped, no summary at 3.00M frames, left out" in text
+    assert "budget not stated" in text and "45 HNS points" in text
+    atari5.write_csv(games, seeds, found, tmp_path / "panel.csv")
+    rows = (tmp_path / "panel.csv").read_text().splitlines()
+    assert "Phoenix,0,finished,10000000,700.000," in "\n".join(rows)
+
+
+def test_atari5_one_seed_per_game_gives_no_interval(tmp_path):
+    from scripts.papers import atari5
+
+    records = tmp_path / "keep"
+    for g in A5_GAMES:
+        _keep(records, g, 0, 1000.0, 1100.0)
+    games, seeds, found = atari5.collect(STUDY, records, out=str(tmp_path / "out"))
+    text = atari5.markdown(games, seeds, found, reps=200)
+    assert text.count("(one seed per game: no interval)") == 4  # IQM and mean, two scores

@@ -3,24 +3,32 @@ r"""``python -m scripts.papers.atari5``: the tables, curves and csv of the Atari
 Reads the trials of ``configs/studies/study_atari5_panel.yaml`` (``configs/impala_atari.yaml``
 on Atari-5, Aitchison, Sweetser & Hutter, ICML 2023: BattleZone, DoubleDunk, NameThisGame,
 Phoenix, Qbert; seeds 0-2, 1e7 frames each) and runs nothing. Each trial is read from its run
-directory under the compare's output where that holds a ``summary.json``, else from its kept
-record (the compare file's ``keep:``, or ``--records DIR``): ``summary.json`` (frames, the
-last-100 training return), ``eval.json`` (the final evaluation) and the learning curve
-(TensorBoard events, or the record's ``record.json``). It writes into ``--out``:
+directory under the compare's output (``--runs``) where that holds a ``summary.json``, else
+from its kept record (the compare file's ``keep:``, or ``--records DIR``), else from a run
+directory with checkpoints and no summary (a run killed or lost: "stopped, no summary", at its
+last checkpoint's frames): ``summary.json`` (frames, the last-100 training return),
+``eval.json`` (the final evaluation) and the learning curve (TensorBoard events, or the
+record's ``record.json``). Only finished trials enter the per-game and panel figures, and an
+evaluation only where it is of the trial's last weights with the declared episodes; the
+others are listed with their status, frames and source (run directory, kept record, or a
+record rebuilt from the compare's table). It writes into ``--out``:
 
 - ``atari5_panel.md``: per game, the last-100 training return and the final evaluation's
   mean return, each the mean over seeds with a 95% percentile bootstrap interval over seeds,
-  and human-normalised (``envs/data/atari57_random_human.csv``), beside the PPO paper's Table
+  and human-normalised with its interval (``envs/data/atari57_random_human.csv``), beside the
+  PPO paper's Table
   6 (PPO, 40M frames; ``envs/data/ppo_paper_table6_atari.csv``) and the RIMs paper's Table 7
-  (LSTM-PPO; ``envs/data/rims_paper_table7_lstm_vs_rims_ppo.csv``); over games, the IQM and
+  (LSTM-PPO, metric and budget not stated; ``envs/data/rims_paper_table7_lstm_vs_rims_ppo.csv``);
+  over games, the IQM and
   the mean of the human-normalised scores with 95% stratified-bootstrap intervals (Agarwal et
   al. 2021: seeds resampled with replacement within each game, ``envs/statistics.py``); and
   one row per trial. A trial with no record is listed as missing, never left out silently.
 - ``atari5_panel.png``: last-100 training return against frames, one panel per game, one line
   per seed, the references and the human score as horizontal lines.
 - ``atari5_panel.csv``: every trial's curve, one row per logged point (``game, seed, status,
-  frames, score, hns``: score is the last-100 training return), and a row with empty frames
-  and score for each missing trial.
+  frames, score, hns``: score is the last-100 training return, not the study csv's evaluation
+  score), one row at its end for a trial whose record kept no curve, and a row with empty
+  frames and score for each missing trial.
 
 Where a game has fewer seeds than the others, the aggregates resample each game's own seeds
 (``stratified_bootstrap``), which with equal counts is ``envs.statistics``' stratified
@@ -66,27 +74,60 @@ class TrialRecord:
     eval_episodes: int = 0
     curve: tuple = field(default_factory=lambda: (np.zeros(0), np.zeros(0)))  # (frames, return)
     interrupted: bool = False
+    stopped: bool = False  # a run directory with checkpoints and no summary: killed or lost
+    source: str = "run directory"  # or "kept record", "rebuilt from the compare's table"
+    eval_current: bool = True  # eval.json is of the last checkpoint, with the declared episodes
 
     @property
     def status(self) -> str:
-        """``finished`` at its full frames, else ``unfinished``."""
+        """``finished`` at its full frames, ``stopped, no summary``, else ``unfinished``."""
+        if self.stopped:
+            return "stopped, no summary"
         return ("finished" if self.frames >= self.target and not self.interrupted
                 else "unfinished")
 
+    @property
+    def finished(self) -> bool:
+        """Whether this trial's scores enter the per-game and panel figures."""
+        return self.status == "finished"
 
-def read_trial(directory: Path, game: str, seed: int, target: int) -> TrialRecord | None:
-    """The record of the trial whose run directory or kept record is ``directory`` (None: none)."""
+    @property
+    def evaluation(self) -> float | None:
+        """The final evaluation's mean return where it counts: finished, of its last weights."""
+        return self.eval_return if self.finished and self.eval_current else None
+
+
+def read_trial(directory: Path, game: str, seed: int, target: int,
+               episodes: int = 30) -> TrialRecord | None:
+    """The record of the trial whose run directory or kept record is ``directory`` (None: none).
+
+    A run directory with checkpoints but no ``summary.json`` (its process killed, or its
+    machine lost) is read as stopped, at its last checkpoint's frames. ``episodes``: the
+    declared evaluation's episodes; an ``eval.json`` of other weights or episodes is stale.
+    """
+    from learners.runtime.run_dir import RunDir
     from scripts.compare.curves import learning_curve
-    from scripts.compare.trials import read_json
+    from scripts.compare.records import TABLE
+    from scripts.compare.trials import RECORD, eval_is_current, read_json
 
     summary = read_json(directory / "summary.json")
+    kept = read_json(directory / RECORD)
+    source = ("run directory" if kept is None else "kept record"
+              if kept.get("checkpoint") != TABLE else "rebuilt from the compare's table")
     if summary is None:
-        return None
-    task = ((read_json(directory / "eval.json") or {}).get("tasks") or {}).get(game) or {}
+        ckpt = RunDir(directory).latest_checkpoint() if directory.is_dir() else None
+        if ckpt is None:
+            return None
+        return TrialRecord(game, seed, RunDir.frames_of(ckpt), int(target), None,
+                           curve=learning_curve(directory), stopped=True)
+    evaluation = read_json(directory / "eval.json")
+    task = ((evaluation or {}).get("tasks") or {}).get(game) or {}
     return TrialRecord(game, seed, int(summary.get("frames", 0)), int(target),
                        summary.get("episode_return_mean"), task.get("return_mean"),
                        task.get("return_std"), int(task.get("episodes", 0)),
-                       learning_curve(directory), bool(summary.get("interrupted")))
+                       learning_curve(directory), bool(summary.get("interrupted")),
+                       source=source,
+                       eval_current=evaluation is None or eval_is_current(directory, episodes))
 
 
 def collect(study: str | Path, records: str | Path | None = None, out: str | None = None):
@@ -108,8 +149,12 @@ def collect(study: str | Path, records: str | Path | None = None, out: str | Non
     games = list(dict.fromkeys(t.cfg.env.game for t in trials))
     found = {}
     for t in trials:
-        where = t.dir if (t.dir / "summary.json").is_file() else keep / t.slug
-        if (r := read_trial(where, t.cfg.env.game, t.seed, t.cfg.run.total_frames)) is not None:
+        # a run directory that finished, else the kept record, else a run that stopped
+        where = next((d for d in (t.dir, keep / t.slug) if (d / "summary.json").is_file()),
+                     t.dir)
+        r = read_trial(where, t.cfg.env.game, t.seed, t.cfg.run.total_frames,
+                       spec.evaluate.episodes)
+        if r is not None:
             found[(r.game, r.seed)] = r
     return games, list(spec.seeds), found
 
@@ -186,18 +231,38 @@ def _reference_cells(ref: dict) -> tuple[str, str]:
             "not in the table" if t7 is None else f"{t7[0]:,g} ± {t7[1]:,g}")
 
 
-def _cell(ci: st.Interval | None, n: int, digits: int = 1) -> str:
+def _cell(ci: st.Interval | None, n: int, of: int, digits: int = 1) -> str:
+    """``estimate [low, high]`` over ``n`` scores, ``(n=...)`` where fewer than ``of``."""
     if ci is None:
-        return "missing"
+        return "no score"
     if n == 1:
         return f"{ci.estimate:,.{digits}f} (one seed)"
-    return f"{ci.estimate:,.{digits}f} [{ci.low:,.{digits}f}, {ci.high:,.{digits}f}]"
+    return (f"{ci.estimate:,.{digits}f} [{ci.low:,.{digits}f}, {ci.high:,.{digits}f}]"
+            + (f" (n={n})" if n < of else ""))
 
 
-def _hns(game: str, x: float | None) -> str:
+def _hns(game: str, ci: st.Interval | None, n: int) -> str:
+    """The cell's human-normalised score and interval (HNS is an increasing linear map)."""
     from envs.scores import human_normalized
 
-    return "n/a" if x is None else f"{human_normalized(game, x):,.0f} %"
+    if ci is None:
+        return "n/a"
+    if n == 1:
+        return f"{human_normalized(game, ci.estimate):,.0f} %"
+    low, mid, high = (human_normalized(game, x) for x in (ci.low, ci.estimate, ci.high))
+    return f"{mid:,.0f} % [{low:,.0f}, {high:,.0f}]"
+
+
+def _left_out(g: str, seeds: list[int], found: dict) -> list[str]:
+    """Why each seed of ``g`` that gives no figure gives none."""
+    out = []
+    for s in seeds:
+        r = found.get((g, s))
+        if r is None:
+            out.append(f"seed {s} missing")
+        elif not r.finished:
+            out.append(f"seed {s} {r.status} at {r.frames / 1e6:.2f}M frames, left out")
+    return out
 
 
 def markdown(games: list[str], seeds: list[int], found: dict, reps: int = REPS) -> str:
@@ -211,27 +276,32 @@ def markdown(games: list[str], seeds: list[int], found: dict, reps: int = REPS) 
              "HNS: human-normalised, 100 (score - random) / (human - random), "
              "envs/data/atari57_random_human.csv. The references are at their own budgets: the "
              "PPO paper's Table 6 at 40M frames (last 100 training episodes, 3 seeds), the RIMs "
-             "paper's Table 7 (mean ± error over 3 runs, budget not stated). Over games: the IQM "
-             "and the mean of the HNS over games x seeds, with 95% stratified-bootstrap "
-             "intervals (seeds resampled within each game).", "",
+             "paper's Table 7 (mean ± error over 3 runs; its metric and budget not stated). Only "
+             "finished trials enter the figures (n where fewer than the seeds), and an "
+             "evaluation only where it is of the trial's last weights with the declared "
+             "episodes. Over games: the IQM and the mean of the HNS over games x seeds, with 95% "
+             "stratified-bootstrap intervals (seeds resampled within each game). DoubleDunk's "
+             "human and random scores are 2.2 points apart, so one point of its return is 45 "
+             "HNS points: the mean over games moves mostly with DoubleDunk, and the IQM trims "
+             "such extremes.", "",
              "| game | seeds | training return, last 100 [95% CI] | HNS | "
              "evaluation, mean return [95% CI] | HNS | PPO, 40M frames (PPO paper, Table 6) | "
              "LSTM-PPO (RIMs paper, Table 7) |",
              "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
     hns = {"training": {}, "evaluation": {}}
     for g in games:
-        mine = [found[(g, s)] for s in seeds if (g, s) in found]
-        train = [r.train_return for r in mine if r.train_return is not None]
-        ev = [r.eval_return for r in mine if r.eval_return is not None]
+        done = [found[(g, s)] for s in seeds if (g, s) in found and found[(g, s)].finished]
+        train = [r.train_return for r in done if r.train_return is not None]
+        ev = [r.evaluation for r in done if r.evaluation is not None]
         hns["training"][g] = [human_normalized(g, x) for x in train]
         hns["evaluation"][g] = [human_normalized(g, x) for x in ev]
-        gone = [str(s) for s in seeds if (g, s) not in found]
-        count = f"{len(mine)} of {len(seeds)}" + (f" (missing: {', '.join(gone)})" if gone else "")
+        gone = _left_out(g, seeds, found)
+        count = f"{len(done)} of {len(seeds)}" + (f" ({'; '.join(gone)})" if gone else "")
         tci, eci = over_seeds(train, reps), over_seeds(ev, reps)
         ppo, t7 = _reference_cells(refs.get(g, {}))
-        lines.append(f"| {g} | {count} | {_cell(tci, len(train))} | "
-                     f"{_hns(g, tci and tci.estimate)} | {_cell(eci, len(ev))} | "
-                     f"{_hns(g, eci and eci.estimate)} | {ppo} | {t7} |")
+        lines.append(f"| {g} | {count} | {_cell(tci, len(train), len(seeds))} | "
+                     f"{_hns(g, tci, len(train))} | {_cell(eci, len(ev), len(seeds))} | "
+                     f"{_hns(g, eci, len(ev))} | {ppo} | {t7} |")
     lines += ["", "| human-normalised score | IQM [95% CI] | mean [95% CI] | games x seeds |",
               "| --- | ---: | ---: | --- |"]
     for name, scores in hns.items():
@@ -240,20 +310,28 @@ def markdown(games: list[str], seeds: list[int], found: dict, reps: int = REPS) 
         absent = [g for g, v in scores.items() if not v]
         extent = f"{n} of {len(games) * len(seeds)}" + (
             f" (no score: {', '.join(absent)})" if absent else "")
-        cells = [_cell(agg.get(k), 2 if n > 1 else 1) for k in ("iqm", "mean")]
+        if n and max(len(v) for v in scores.values()) == 1:  # resampling one seed moves nothing
+            cells = [f"{agg[k].estimate:,.1f} (one seed per game: no interval)"
+                     for k in ("iqm", "mean")]
+        else:
+            cells = [_cell(agg.get(k), n, n) for k in ("iqm", "mean")]
         lines.append(f"| {name} | {cells[0]} | {cells[1]} | {extent} |")
     lines += ["", "| game | seed | status | frames | training return | "
-              "evaluation: mean ± sd (episodes) |", "| --- | ---: | --- | ---: | ---: | ---: |"]
+              "evaluation: mean ± sd (episodes) | source |",
+              "| --- | ---: | --- | ---: | ---: | ---: | --- |"]
     for g in games:
         for s in seeds:
             r = found.get((g, s))
             if r is None:
-                lines.append(f"| {g} | {s} | missing | | | |")
+                lines.append(f"| {g} | {s} | missing | | | | |")
                 continue
             ev = ("n/a" if r.eval_return is None else
-                  f"{r.eval_return:,.1f} ± {r.eval_std or 0:,.1f} ({r.eval_episodes})")
+                  f"{r.eval_return:,.1f} ± {r.eval_std or 0:,.1f} ({r.eval_episodes})"
+                  + ("" if r.eval_current else ", stale: not of its last weights or "
+                     "not the declared episodes"))
             train = "n/a" if r.train_return is None else f"{r.train_return:,.1f}"
-            lines.append(f"| {g} | {s} | {r.status} | {r.frames:,} | {train} | {ev} |")
+            lines.append(f"| {g} | {s} | {r.status} | {r.frames:,} | {train} | {ev} | "
+                         f"{r.source} |")
     if missing:
         lines += ["", "Missing (no record: not run, still running, or lost): "
                   + ", ".join(f"{g} seed {s}" for g, s in missing) + "."]
@@ -272,6 +350,11 @@ def write_csv(games: list[str], seeds: list[int], found: dict, path: Path) -> No
                 r = found.get((g, s))
                 if r is None:
                     w.writerow([g, s, "missing", "", "", ""])
+                    continue
+                if not len(r.curve[0]):  # no curve kept: the trial's end, where it has one
+                    y = r.train_return
+                    w.writerow([g, s, r.status, r.frames, "" if y is None else f"{y:.3f}",
+                                "" if y is None else f"{human_normalized(g, y):.2f}"])
                     continue
                 w.writerows([g, s, r.status, int(x), f"{y:.3f}", f"{human_normalized(g, y):.2f}"]
                             for x, y in zip(*r.curve))
@@ -294,14 +377,17 @@ def plot(games: list[str], seeds: list[int], found: dict, path: Path) -> None:
         for s in seeds:
             r = found.get((g, s))
             if r is None or not len(r.curve[0]):
-                ax.plot([], [], ls="none", label=f"seed {s}: missing")
+                ax.plot([], [], ls="none",
+                        label=f"seed {s}: {'missing' if r is None else 'no curve'}")
                 continue
-            ax.plot(r.curve[0] / 1e6, r.curve[1], lw=1.2, label=f"seed {s}")
+            ax.plot(r.curve[0] / 1e6, r.curve[1], lw=1.2,
+                    label=f"seed {s}" + ("" if r.finished else f" ({r.status})"))
         ref = refs.get(g, {})
         if ref.get("ppo") is not None:
             ax.axhline(ref["ppo"], color="k", ls="--", lw=1, label="PPO paper, 40M frames")
         if ref.get("table7") is not None:
-            ax.axhline(ref["table7"][0], color="k", ls="-.", lw=1, label="LSTM-PPO, RIMs paper")
+            ax.axhline(ref["table7"][0], color="k", ls="-.", lw=1,
+                       label="LSTM-PPO, RIMs paper (budget not stated)")
         ax.axhline(random_human("atari", g)[1], color="grey", ls=":", lw=1, label="human")
         ax.set_title(g)
         ax.set_xlabel("frames (millions)")
@@ -322,13 +408,16 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--records", metavar="DIR",
                    help="kept records to read where a run directory has none (default: the "
                         "compare file's keep:)")
+    p.add_argument("--runs", metavar="DIR",
+                   help="the compare's output directory, where it ran with --out (default: the "
+                        "compare file's out:, else runs/compare/<name>)")
     p.add_argument("--out", default="runs/atari5_panel",
                    help="output directory (default runs/atari5_panel)")
     args = p.parse_args(argv)
     from learners.config.schema import ConfigError
 
     try:
-        games, seeds, found = collect(args.study, args.records)
+        games, seeds, found = collect(args.study, args.records, args.runs)
     except ConfigError as e:
         print(f"atari5: error: {e}", file=sys.stderr)
         return 2
