@@ -16,13 +16,13 @@ record rebuilt from the compare's table). It writes into ``--out``:
 - ``atari5_panel.md``: per game, the last-100 training return and the final evaluation's
   mean return, each the mean over seeds with a 95% percentile bootstrap interval over seeds,
   and human-normalised with its interval (``envs/data/atari57_random_human.csv``), beside the
-  PPO paper's Table
-  6 (PPO, 40M frames; ``envs/data/ppo_paper_table6_atari.csv``) and the RIMs paper's Table 7
-  (LSTM-PPO, metric and budget not stated; ``envs/data/rims_paper_table7_lstm_vs_rims_ppo.csv``);
-  over games, the IQM and
-  the mean of the human-normalised scores with 95% stratified-bootstrap intervals (Agarwal et
-  al. 2021: seeds resampled with replacement within each game, ``envs/statistics.py``); and
-  one row per trial. A trial with no record is listed as missing, never left out silently.
+  PPO paper's Table 6 (PPO, 40M frames; ``envs/data/ppo_paper_table6_atari.csv``) and the RIMs
+  paper's Table 7 (LSTM-PPO, metric and budget not stated;
+  ``envs/data/rims_paper_table7_lstm_vs_rims_ppo.csv``); over games, the IQM, the median over
+  games and the mean of the human-normalised scores with 95% stratified-bootstrap intervals
+  (Agarwal et al. 2021: seeds resampled with replacement within each game,
+  ``envs/statistics.py``); and one row per trial. A trial with no record is listed as missing,
+  never left out silently.
 - ``atari5_panel.png``: last-100 training return against frames, one panel per game, one line
   per seed, the references and the human score as horizontal lines.
 - ``atari5_panel.csv``: every trial's curve, one row per logged point (``game, seed, status,
@@ -186,8 +186,13 @@ def mean_of_means(groups: list[np.ndarray]) -> float:
     return float(np.mean([g.mean() for g in groups]))
 
 
+def median_of_means(groups: list[np.ndarray]) -> float:
+    """Median over tasks of each task's mean over its runs (``envs.statistics.median``)."""
+    return float(np.median([g.mean() for g in groups]))
+
+
 def aggregates(scores: dict[str, list[float]], reps: int = REPS) -> dict[str, st.Interval]:
-    """IQM and mean over games of ``scores`` (game -> its seeds' scores), with 95% intervals.
+    """IQM, median and mean over games of ``scores`` (game -> its seeds' scores), 95% intervals.
 
     Games with no score are left out (the caller names them). Equal seed counts go through
     ``envs.statistics.stratified_bootstrap_ci`` on the [seeds, games] matrix.
@@ -198,8 +203,10 @@ def aggregates(scores: dict[str, list[float]], reps: int = REPS) -> dict[str, st
     if len({len(g) for g in groups}) == 1:
         matrix = np.stack(groups, axis=1)
         return {"iqm": st.stratified_bootstrap_ci(matrix, st.iqm, reps=reps),
+                "median": st.stratified_bootstrap_ci(matrix, st.median, reps=reps),
                 "mean": st.stratified_bootstrap_ci(matrix, st.mean, reps=reps)}
     return {"iqm": stratified_bootstrap(groups, pooled_iqm, reps),
+            "median": stratified_bootstrap(groups, median_of_means, reps),
             "mean": stratified_bootstrap(groups, mean_of_means, reps)}
 
 
@@ -279,11 +286,11 @@ def markdown(games: list[str], seeds: list[int], found: dict, reps: int = REPS) 
              "paper's Table 7 (mean ± error over 3 runs; its metric and budget not stated). Only "
              "finished trials enter the figures (n where fewer than the seeds), and an "
              "evaluation only where it is of the trial's last weights with the declared "
-             "episodes. Over games: the IQM and the mean of the HNS over games x seeds, with 95% "
-             "stratified-bootstrap intervals (seeds resampled within each game). DoubleDunk's "
-             "human and random scores are 2.2 points apart, so one point of its return is 45 "
-             "HNS points: the mean over games moves mostly with DoubleDunk, and the IQM trims "
-             "such extremes.", "",
+             "episodes. Over games: the IQM of the HNS over games x seeds, the median over games "
+             "of each game's mean, and the mean, with 95% stratified-bootstrap intervals (seeds "
+             "resampled within each game). DoubleDunk's human and random scores are 2.2 points "
+             "apart, so one point of its return is 45 HNS points: the mean over games moves "
+             "mostly with DoubleDunk, and the IQM and the median trim such extremes.", "",
              "| game | seeds | training return, last 100 [95% CI] | HNS | "
              "evaluation, mean return [95% CI] | HNS | PPO, 40M frames (PPO paper, Table 6) | "
              "LSTM-PPO (RIMs paper, Table 7) |",
@@ -302,8 +309,8 @@ def markdown(games: list[str], seeds: list[int], found: dict, reps: int = REPS) 
         lines.append(f"| {g} | {count} | {_cell(tci, len(train), len(seeds))} | "
                      f"{_hns(g, tci, len(train))} | {_cell(eci, len(ev), len(seeds))} | "
                      f"{_hns(g, eci, len(ev))} | {ppo} | {t7} |")
-    lines += ["", "| human-normalised score | IQM [95% CI] | mean [95% CI] | games x seeds |",
-              "| --- | ---: | ---: | --- |"]
+    lines += ["", "| human-normalised score | IQM [95% CI] | median of games [95% CI] | "
+              "mean [95% CI] | games x seeds |", "| --- | ---: | ---: | ---: | --- |"]
     for name, scores in hns.items():
         agg = aggregates(scores, reps)
         n = sum(len(v) for v in scores.values())
@@ -312,10 +319,10 @@ def markdown(games: list[str], seeds: list[int], found: dict, reps: int = REPS) 
             f" (no score: {', '.join(absent)})" if absent else "")
         if n and max(len(v) for v in scores.values()) == 1:  # resampling one seed moves nothing
             cells = [f"{agg[k].estimate:,.1f} (one seed per game: no interval)"
-                     for k in ("iqm", "mean")]
+                     for k in ("iqm", "median", "mean")]
         else:
-            cells = [_cell(agg.get(k), n, n) for k in ("iqm", "mean")]
-        lines.append(f"| {name} | {cells[0]} | {cells[1]} | {extent} |")
+            cells = [_cell(agg.get(k), n, n) for k in ("iqm", "median", "mean")]
+        lines.append(f"| {name} | {' | '.join(cells)} | {extent} |")
     lines += ["", "| game | seed | status | frames | training return | "
               "evaluation: mean ± sd (episodes) | source |",
               "| --- | ---: | --- | ---: | ---: | ---: | --- |"]
