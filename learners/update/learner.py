@@ -75,8 +75,10 @@ def behaviour_output(batch: Batch) -> AgentOutput:
     with (``envs/runner.py``). So when those weights are the learner's (policy lag 0) the
     recorded ``behaviour_logits`` and ``behaviour_value`` are what a forward pass over the
     batch would return, up to float rounding (``tests/test_losses.py`` checks the targets
-    both give), and the importance weights pi / mu are exactly 1. PPO's GAE reads the
-    runners' values for the same reason. One step at a time against a whole unroll at once,
+    both give), and the importance weights pi / mu are exactly 1, except where the agent
+    keeps running input statistics (``input_norm: running``): ``learn`` moves them before the
+    steps, so the learner's first policy reads newer statistics than the runners acted with
+    (see there). PPO's GAE reads the runners' values for the same reason. One step at a time against a whole unroll at once,
     the rounding can differ enough to flip a near-tie in which RIMs units are active; the
     runners' output is then the policy that actually acted.
     """
