@@ -319,3 +319,25 @@ def test_each_suite_reads_its_own_options():
     with pytest.raises(ConfigError, match=r"unknown config key 'env.speed'; valid keys under "
                                           r"'env': suite, level, levels"):
         load_config(None, ["env.speed=2"])
+
+
+def test_the_gpu_preset_differs_from_the_atari_preset_only_where_it_says_gpu():
+    """The GPU preset is a full copy of the Atari preset (presets have no inheritance).
+
+    A change to impala_atari.yaml that is not carried over, or a new difference, fails here
+    until its "GPU:" comment and this list say why.
+    """
+
+    def flat(d: dict, prefix: str = "") -> dict:
+        out = {}
+        for k, v in d.items():
+            out.update(flat(v, f"{prefix}{k}.") if isinstance(v, dict) else {f"{prefix}{k}": v})
+        return out
+
+    shipped = flat(to_dict(load_config("configs/impala_atari.yaml")))
+    gpu = flat(to_dict(load_config("configs/impala_atari_gpu.yaml")))
+    differ = {k for k in set(shipped) | set(gpu) if shipped.get(k) != gpu.get(k)}
+    assert differ == {"runtime.num_runners", "runtime.learner_threads", "learner.lock_step",
+                      "learner.batch_size", "agent.core_options.resets"}, sorted(differ)
+    text = (ROOT / "configs/impala_atari_gpu.yaml").read_text()
+    assert text.count("# GPU:") >= 5
