@@ -78,9 +78,9 @@ def behaviour_output(batch: Batch) -> AgentOutput:
     both give), and the importance weights pi / mu are exactly 1, except where the agent
     keeps running input statistics (``input_norm: running``): ``learn`` moves them before the
     steps, so the learner's first policy reads newer statistics than the runners acted with
-    (see there). PPO's GAE reads the runners' values for the same reason. One step at a time against a whole unroll at once,
-    the rounding can differ enough to flip a near-tie in which RIMs units are active; the
-    runners' output is then the policy that actually acted.
+    (see there). PPO's GAE reads the runners' values for the same reason. One step at a time
+    against a whole unroll at once, the rounding can differ enough to flip a near-tie in which
+    RIMs units are active; the runners' output is then the policy that actually acted.
     """
     return AgentOutput(logits=batch.behaviour_logits, value=batch.behaviour_value)
 
