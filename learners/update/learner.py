@@ -18,25 +18,11 @@ flushes denormal floats to zero on CPU (``flush_denormals``, ``learner.flush_den
 and every tensor it hands out (weights, optimizer state, PopArt statistics, checkpoints) is a
 CPU copy that shares no storage with its live tensors (``to_cpu``), whatever its device.
 
-Gradient bursts: with ``learner.capture_grad_norm`` set, a step whose pre-clip gradient norm
-exceeds it or is not finite, or whose loss is not finite, is kept (``capture``: the minibatch,
-its core state, the learner's state before the step and every parameter's gradient norm, none
-for a non-finite loss) for the driver to write to ``<run>/bursts/``; ``replay`` recomputes that
-gradient and the loss's terms (``python -m scripts.bench.burst``). Both live in
-``learners/update/bursts.py``.
-
-Input statistics: a torso with ``agent.torso_options.input_norm: running`` keeps a running
-mean and variance of its pixels; ``learn`` moves them once per batch, before the monitor and
-the steps (``Agent.observe``; a no-op for any other agent). They are buffers of the agent, so
-they ride out with the weights and into checkpoints.
-
-Torso monitor: every ``learner.monitor.every`` updates, the update's first frames go through
-the torso's probe before its steps, and the shares of inactive and dormant units and the
-policy's spread ride out in the ``UpdateReport`` (``learners/update/monitor.py``).
-
-ReDo: with ``learner.redo.every`` set, every that many updates the torso's tau-dormant units
-on the update's first frames are re-initialised before its steps (``learners/update/redo.py``);
-the counts ride out as ``redo/<layer>``.
+Before its steps, ``learn`` moves the agent's running input statistics once per batch
+(``input_norm: running``; ``Agent.observe``), and on its schedules runs the torso monitor's
+probe (``learners/update/monitor.py``) and ReDo (``learners/update/redo.py``); steps whose
+gradient spikes are kept for replay with ``learner.capture_grad_norm``
+(``learners/update/bursts.py``). Each is described where it lives.
 """
 
 from __future__ import annotations
