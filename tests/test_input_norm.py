@@ -148,6 +148,10 @@ def test_running_statistics_are_the_mean_and_variance_of_every_frame_observed():
     torso.train()
     torso(*inputs(SMALL, 2, 3)).sum().backward()
     assert all(torch.equal(v, observed[k]) for k, v in stats(torso).items())
+    # float pixels would be neither scaled by 1/255 nor summed exactly: refused, nothing moved
+    with pytest.raises(TypeError, match="uint8 pixels, got torch.float32"):
+        torso.observe({"pixels": pixels.float()})
+    assert all(torch.equal(v, observed[k]) for k, v in stats(torso).items())
 
 
 # ------------------------------------------------------------------ the contract in every mode

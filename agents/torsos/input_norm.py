@@ -68,6 +68,8 @@ class RunningNorm(nn.Module):
     @torch.no_grad()
     def observe(self, pixels: torch.Tensor) -> None:
         """Merge the frames ``pixels`` uint8 ``[..., C, H, W]`` into the statistics."""
+        if pixels.dtype != torch.uint8:  # CHUNK's exact sums and the / 255 rest on bytes
+            raise TypeError(f"RunningNorm.observe takes uint8 pixels, got {pixels.dtype}")
         frames = pixels.reshape(-1, *self.mean.shape)
         n = frames.shape[0]
         if n == 0:
