@@ -13,6 +13,8 @@ output of ``envs.scores.normalized_score``) and is plain numpy; there is no RL h
 - ``stratified_bootstrap_ci``: percentile confidence interval of any aggregate. Each
   bootstrap replicate resamples runs with replacement *independently for every task*
   (stratified by task), so every task keeps its weight and its run count.
+- ``stratified_bootstrap_groups``: the same for tasks with unequal run counts (one array of
+  runs per task), with ``pooled_iqm``, ``mean_of_means`` and ``median_of_means``.
 - ``probability_of_improvement``: P(X > Y), averaged over tasks, with ties counting
   one half (the Mann-Whitney U statistic divided by m*n), and ``..._ci`` for its
   interval, resampling X and Y runs independently per task.
@@ -178,3 +180,39 @@ def probability_of_improvement_ci(
         ]
     )
     return _percentile_interval(probability_of_improvement(x, y), replicates, alpha)
+
+
+# ------------------------------------------------ tasks with unequal run counts (ragged groups)
+
+
+def stratified_bootstrap_groups(groups: list[np.ndarray],
+                                aggregate_fn: Callable[[list[np.ndarray]], float],
+                                reps: int = 2000, alpha: float = 0.05, seed: int = 0) -> Interval:
+    """``aggregate_fn(groups)`` with a percentile interval resampling each group on its own.
+
+    groups: one array of runs per task, of any lengths (a panel where a game lacks a seed).
+    Each replicate draws, for every task in turn, as many of its runs with replacement as it
+    has. With equal lengths this is ``stratified_bootstrap_ci`` on the ``[runs, tasks]``
+    matrix (the same distribution; another random stream).
+    """
+    if not 0.0 < alpha < 1.0:
+        raise ValueError(f"alpha must be in (0, 1), got {alpha}")
+    rng = np.random.default_rng(seed)
+    replicates = np.array([aggregate_fn([g[rng.integers(0, len(g), size=len(g))] for g in groups])
+                           for _ in range(reps)])
+    return _percentile_interval(aggregate_fn(groups), replicates, alpha)
+
+
+def pooled_iqm(groups: list[np.ndarray]) -> float:
+    """IQM of every run x task score, pooled (``iqm`` of the flat scores)."""
+    return iqm(np.concatenate(groups)[None, :])
+
+
+def mean_of_means(groups: list[np.ndarray]) -> float:
+    """Mean over tasks of each task's mean over its runs (``mean`` for equal run counts)."""
+    return float(np.mean([g.mean() for g in groups]))
+
+
+def median_of_means(groups: list[np.ndarray]) -> float:
+    """Median over tasks of each task's mean over its runs (``median``)."""
+    return float(np.median([g.mean() for g in groups]))

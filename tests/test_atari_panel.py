@@ -219,7 +219,7 @@ def test_atari5_stratified_bootstrap_against_a_naive_loop():
 
     rng = np.random.default_rng(3)
     groups = [rng.normal(size=n) for n in (3, 3, 2, 3)]
-    got = atari5.stratified_bootstrap(groups, atari5.mean_of_means, reps=500, seed=7)
+    got = st.stratified_bootstrap_groups(groups, st.mean_of_means, reps=500, seed=7)
     naive, draw = [], np.random.default_rng(7)
     for _ in range(500):
         resampled = []
@@ -236,8 +236,8 @@ def test_atari5_stratified_bootstrap_against_a_naive_loop():
     assert agg["iqm"] == st.stratified_bootstrap_ci(matrix, st.iqm, reps=300)
     assert agg["mean"] == st.stratified_bootstrap_ci(matrix, st.mean, reps=300)
     # and the ragged resampling agrees with it in distribution (different random streams)
-    ragged = atari5.stratified_bootstrap([matrix[:, j] for j in range(5)], atari5.mean_of_means,
-                                         reps=4000)
+    ragged = st.stratified_bootstrap_groups([matrix[:, j] for j in range(5)], st.mean_of_means,
+                                            reps=4000)
     full = st.stratified_bootstrap_ci(matrix, st.mean, reps=4000)
     assert ragged.low == pytest.approx(full.low, abs=0.05)
     assert ragged.high == pytest.approx(full.high, abs=0.05)

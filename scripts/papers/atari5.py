@@ -31,8 +31,8 @@ record rebuilt from the compare's table). It writes into ``--out``:
   frames and score for each missing trial.
 
 Where a game has fewer seeds than the others, the aggregates resample each game's own seeds
-(``stratified_bootstrap``), which with equal counts is ``envs.statistics``' stratified
-bootstrap; the IQM pools every game x seed score, so a game with fewer seeds weighs less, and
+(``envs.statistics.stratified_bootstrap_groups``), which with equal counts is the same
+distribution as its matrix bootstrap; the IQM pools every game x seed score, so a game with fewer seeds weighs less, and
 the report says which trials are missing. No estimate of the 57-game median is made: the
 Atari-5 paper's printed regression coefficients were not verified, and its regression was
 fitted on agents trained far longer than this panel's 1e7 frames.
@@ -159,38 +159,6 @@ def collect(study: str | Path, records: str | Path | None = None, out: str | Non
     return games, list(spec.seeds), found
 
 
-def stratified_bootstrap(groups: list[np.ndarray], fn, reps: int = REPS, alpha: float = 0.05,
-                         seed: int = 0) -> st.Interval:
-    """``fn(groups)`` with a percentile interval resampling each group's runs on its own.
-
-    groups: one array of runs per task (game), of any lengths. Each replicate draws, for every
-    task in turn, as many of its runs with replacement as it has. With equal lengths this is
-    ``envs.statistics.stratified_bootstrap_ci`` (the same distribution; another random stream).
-    """
-    if not 0.0 < alpha < 1.0:
-        raise ValueError(f"alpha must be in (0, 1), got {alpha}")
-    rng = np.random.default_rng(seed)
-    replicates = [fn([g[rng.integers(0, len(g), size=len(g))] for g in groups])
-                  for _ in range(reps)]
-    low, high = np.percentile(replicates, [100 * alpha / 2, 100 * (1 - alpha / 2)])
-    return st.Interval(float(fn(groups)), float(low), float(high))
-
-
-def pooled_iqm(groups: list[np.ndarray]) -> float:
-    """IQM of every run x task score, pooled (``envs.statistics.iqm`` of the flat scores)."""
-    return st.iqm(np.concatenate(groups)[None, :])
-
-
-def mean_of_means(groups: list[np.ndarray]) -> float:
-    """Mean over tasks of each task's mean over its runs (``envs.statistics.mean``)."""
-    return float(np.mean([g.mean() for g in groups]))
-
-
-def median_of_means(groups: list[np.ndarray]) -> float:
-    """Median over tasks of each task's mean over its runs (``envs.statistics.median``)."""
-    return float(np.median([g.mean() for g in groups]))
-
-
 def aggregates(scores: dict[str, list[float]], reps: int = REPS) -> dict[str, st.Interval]:
     """IQM, median and mean over games of ``scores`` (game -> its seeds' scores), 95% intervals.
 
@@ -205,9 +173,9 @@ def aggregates(scores: dict[str, list[float]], reps: int = REPS) -> dict[str, st
         return {"iqm": st.stratified_bootstrap_ci(matrix, st.iqm, reps=reps),
                 "median": st.stratified_bootstrap_ci(matrix, st.median, reps=reps),
                 "mean": st.stratified_bootstrap_ci(matrix, st.mean, reps=reps)}
-    return {"iqm": stratified_bootstrap(groups, pooled_iqm, reps),
-            "median": stratified_bootstrap(groups, median_of_means, reps),
-            "mean": stratified_bootstrap(groups, mean_of_means, reps)}
+    return {"iqm": st.stratified_bootstrap_groups(groups, st.pooled_iqm, reps),
+            "median": st.stratified_bootstrap_groups(groups, st.median_of_means, reps),
+            "mean": st.stratified_bootstrap_groups(groups, st.mean_of_means, reps)}
 
 
 def over_seeds(values: list[float], reps: int = REPS) -> st.Interval | None:
