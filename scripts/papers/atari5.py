@@ -33,9 +33,10 @@ record rebuilt from the compare's table). It writes into ``--out``:
 Where a game has fewer seeds than the others, the aggregates resample each game's own seeds
 (``envs.statistics.stratified_bootstrap_groups``), which with equal counts is the same
 distribution as its matrix bootstrap; the IQM pools every game x seed score, so a game with
-fewer seeds weighs less, and the report says which trials are missing. No estimate of the 57-game median is made: the
-Atari-5 paper's printed regression coefficients were not verified, and its regression was
-fitted on agents trained far longer than this panel's 1e7 frames.
+fewer seeds weighs less, and the report says which trials are missing. No estimate of the
+57-game median is made: the Atari-5 paper's printed regression coefficients were not
+verified, and its regression was fitted on agents trained far longer than this panel's 1e7
+frames.
 
     python -m scripts.papers.atari5          # the declared study, into runs/atari5_panel
     python -m scripts.papers.atari5 configs/studies/study_atari5_panel.yaml --out docs/results/data
