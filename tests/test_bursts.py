@@ -79,7 +79,7 @@ def test_a_non_finite_gradient_or_loss_is_kept_before_the_step_is_skipped(
     from envs.runner import EnvRunner
     from learners.config.schema import to_dict
     from scripts.bench.burst import main
-    from tests.test_training import _nonfinite_loss_after
+    from tests.test_run_safety import _nonfinite_loss_after
 
     cfg = small_cfg(**{"learner.capture_grad_norm": 1e9})  # no finite norm reaches it
     runner = EnvRunner(cfg.env, cfg.agent, envs_per_runner=4, unroll_length=5)

@@ -292,7 +292,7 @@ def test_a_trial_that_diverges_fails_with_why_and_is_not_evaluated(tmp_path, mon
     # A diverged run stops short of its frames with its last good weights: in a compare it is
     # a failed trial (reported with the error, retried by the next run), not a finished one.
     from scripts.compare.trials import make_job, run_trial
-    from tests.test_training import _nonfinite_loss_after
+    from tests.test_run_safety import _nonfinite_loss_after
 
     _nonfinite_loss_after(monkeypatch, 3)
     overrides = dict(yaml.safe_load(write_compare(tmp_path).read_text())["overrides"],

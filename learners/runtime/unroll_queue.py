@@ -25,7 +25,7 @@ class UnrollQueue:
       TorchBeast, whose actors share ``max(2 x actors, batch_size)`` unroll buffers. A
       bound of two batches alone, with many runners and small batches, parks runners in
       convoys: all parked runners go out at the same take, come back together, and are
-      parked again, while the learner waits between the bursts (``tests/test_training.py``
+      parked again, while the learner waits between the bursts (``tests/test_unroll_queue.py``
       simulates it).
     - Lock-step (PPO, ``lock_step=True``): every returning runner is parked; a batch is one
       unroll from each runner, and the runners are released only when its update is done, so
