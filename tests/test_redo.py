@@ -221,3 +221,29 @@ def test_each_torso_declares_its_trunk_as_built(name):
 
     torso = TORSOS[name]({"pixels": SHAPE}, A)
     assert type(torso).stacked_trunk == isinstance(torso.conv, ReluStack)
+
+
+def test_on_an_update_that_recycles_the_monitor_sees_the_units_before_the_recycle(tmp_path):
+    """The probe reads what the last updates left (3 fc units killed), not the fresh draw."""
+    from envs.runner import EnvRunner
+    from learners.update.learner import Learner
+
+    def probed(redo_every: int):
+        cfg = load_config(None, small_overrides(tmp_path, **{
+            "learner.redo.every": redo_every, "learner.monitor.every": 2}))
+        learner = Learner(cfg, runner.spec())
+        learner.update(trajectories[0])
+        learner.update(trajectories[1])
+        with torch.no_grad():
+            learner.agent.torso.fc.bias[3:6] = -1e4  # off on every frame
+        return learner, learner.learn(trajectories[2])  # version 2: probes (and recycles)
+
+    cfg = load_config(None, small_overrides(tmp_path))
+    runner = EnvRunner(cfg.env, cfg.agent, envs_per_runner=4, unroll_length=5)
+    trajectories = [runner.rollout() for _ in range(3)]
+    plain, seen = probed(0)
+    recycling, seen_recycling = probed(2)
+    assert seen_recycling.monitor == seen.monitor and seen.monitor["torso/fc/inactive"] > 0
+    assert seen_recycling.metrics["redo/fc"] >= 3 and "redo/fc" not in seen.metrics
+    assert bool((recycling.agent.torso.fc.bias[3:6] > -1e3).all())  # recycled after the probe
+    assert bool((plain.agent.torso.fc.bias[3:6] < -1e3).all())

@@ -350,12 +350,13 @@ class Learner:
         # little once the statistics have settled), as a slightly stale policy does: PPO's ratio
         # and V-trace's weights see it, targets read from the runners' output do not.
         self.agent.observe({k: v[:-1] for k, v in batch.obs.items()})
-        # ReDo before the steps, so the recycled units take part in this update's; the monitor
-        # then probes the weights the steps start from
+        # the monitor's probe first: the weights as the previous updates left them, so where
+        # ReDo recycles on the same update the probe shows what the last updates did to the
+        # units, not the fresh draw (read after the steps: no sync)
+        probe = self.monitor.start(batch) if self.monitor.due(self.version) else None
+        # ReDo before the steps, so the recycled units take part in this update's
         recycled = (self.recycler.recycle(batch, self.version)
                     if self.recycler is not None and self.recycler.due(self.version) else {})
-        # before the steps: with the update's starting weights, and read after them (no sync)
-        probe = self.monitor.start(batch) if self.monitor.due(self.version) else None
         self.step_skipped = False
         metrics = self.fit(batch, state, on_policy=all(lag == 0 for lag in lags))
         T, B = batch.unroll_length, batch.reset.shape[1]
