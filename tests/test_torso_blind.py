@@ -164,3 +164,16 @@ def test_run_directories_read_as_the_compare_table_does(tmp_path, capsys):
     assert f"{4 * STEP:,} - {10 * STEP:,}" in from_table
     assert tb.main([*dirs, str(tmp_path)]) == 2
     assert "not run directories" in capsys.readouterr().err
+
+
+def test_redo_counts_in_the_table_are_not_probes(tmp_path):
+    """ReDo's redo/<layer> rows, logged at frames of their own, leave the spans as they were."""
+    probes = [SEE, BLIND, BLIND, BLIND, SEE, SEE, SEE]
+    path = table(tmp_path / "p.csv", {("a", 0): probes})
+    (plain,) = tb.read(path)
+    with open(path, "a", newline="") as f:
+        for i in range(len(probes)):  # between every two probes, a seeing-looking count
+            csv.writer(f).writerow(["a", 0, (i + 1) * STEP + STEP // 2, "redo/fc", 5])
+    (with_redo,) = tb.read(path)
+    assert with_redo.probes == plain.probes
+    assert tb.spans(with_redo) == [(2 * STEP, 5 * STEP)]

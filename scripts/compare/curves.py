@@ -84,7 +84,8 @@ def probes(run_dir: Path) -> dict[str, tuple[np.ndarray, np.ndarray]]:
     """{tag: (frames, values)} of the torso monitor's series (``records.PROBE_TAGS``).
 
     Every ``torso/<layer>/...`` tag and ``policy/spread`` the run logged (none with the
-    monitor off), from its event files or its kept record.
+    monitor off) and ReDo's ``redo/<layer>`` counts (none with it off), from its event files
+    or its kept record.
     """
     out = {}
     for tag in records.PROBE_TAGS:

@@ -46,8 +46,9 @@ CURVE_TAGS = ("episode_return_mean100", "normalized_score_mean",
 HEALTH_TAGS = ("grad_norm", "entropy", "skipped_updates", "activation_frequency/")
 # the torso monitor's series (learners/update/monitor.py), kept as curves so that a study can
 # date a blind span after its run directories are gone: every ``torso/<layer>/inactive`` and
-# ``torso/<layer>/dormant``, and ``policy/spread``
-PROBE_TAGS = ("torso/", "policy/spread")
+# ``torso/<layer>/dormant``, ``policy/spread``, and ReDo's recycled units (``redo/<layer>``,
+# learners/update/redo.py; none with learner.redo off)
+PROBE_TAGS = ("torso/", "policy/spread", "redo/")
 
 
 def check(spec) -> None:

@@ -30,10 +30,11 @@ yet", so those rows are left out. ``mira compare`` writes the table with the rep
 no report and no table.
 
 ``probes:`` names a second table, of the torso monitor's series (``learner.monitor``;
-``records.PROBE_TAGS``: every ``torso/<layer>/inactive`` and ``.../dormant`` and
-``policy/spread``), one row per probe and tag of each trial the report holds, with the
-columns ``variant, seed, frames, tag, value``; it is read as the report's curves are, from
-the run directory's event files or the trial's kept record, and written with the report::
+``records.PROBE_TAGS``: every ``torso/<layer>/inactive`` and ``.../dormant``,
+``policy/spread`` and, with ``learner.redo`` on, ``redo/<layer>``), one row per point and tag
+of each trial the report holds, with the columns ``variant, seed, frames, tag, value``; it
+is read as the report's curves are, from the run directory's event files or the trial's
+kept record, and written with the report::
 
     csv: {path: study.csv, columns: {...}, probes: study_probes.csv}
 """

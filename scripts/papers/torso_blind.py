@@ -75,11 +75,21 @@ class Trial:
         return before[-1] if before else None
 
 
+def probed(tag: str) -> bool:
+    """Whether ``tag`` is one of the monitor's probes.
+
+    A table may also hold ReDo's counts (``redo/<layer>``), logged at frames of their own.
+    """
+    return tag.startswith("torso/") or tag == SPREAD
+
+
 def read(path: Path) -> list[Trial]:
     """The probe table at ``path`` as trials, in the order they first appear."""
     trials: dict[tuple[str, int], Trial] = {}
     with open(path, newline="") as f:
         for row in csv.DictReader(f):
+            if not probed(row["tag"]):
+                continue
             key = (row["variant"], int(row["seed"]))
             trial = trials.setdefault(key, Trial(*key))
             trial.probes.setdefault(int(row["frames"]), {})[row["tag"]] = float(row["value"])
@@ -101,7 +111,7 @@ def read_runs(dirs: list[Path]) -> list[Trial]:
         seed = int(yaml.safe_load((d / "config.yaml").read_text())["run"]["seed"])
         trial = Trial(re.sub(r"-seed\d+$", "", d.name), seed)
         for tag, (frames, values) in probes(d).items():
-            for f, v in zip(frames, values):
+            for f, v in zip(frames, values) if probed(tag) else ():
                 trial.probes.setdefault(int(f), {})[tag] = float(v)
         trials.append(trial)
     return trials
