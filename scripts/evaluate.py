@@ -74,7 +74,7 @@ def probe_torso(cfg, weights: dict, tasks: list[int]) -> dict[str, float]:
     import torch
 
     from envs.runner import EnvRunner
-    from learners.update.monitor import measure, values
+    from learners.update.monitor import features_outgoing, measure, values
 
     frames = cfg.learner.monitor.frames or 256
     envs = max(8, 2 * len(tasks))
@@ -88,7 +88,8 @@ def probe_torso(cfg, weights: dict, tasks: list[int]) -> dict[str, float]:
         runner.close()
     pixels = torch.from_numpy(traj.obs["pixels"][:-1]).flatten(0, 1)[:frames]
     logits = torch.from_numpy(traj.behaviour_logits[:-1]).flatten(0, 1)[:frames]
-    return values(measure(runner.agent.torso, pixels, logits, cfg.learner.monitor.tau))
+    return values(measure(runner.agent.torso, pixels, logits, cfg.learner.monitor.tau,
+                          features_outgoing(runner.agent)))
 
 
 def torso_line(measured: dict[str, float]) -> str:

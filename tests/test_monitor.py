@@ -4,7 +4,8 @@ The shares against naive loops in Sokar et al.'s (2023) notation; every register
 measured through ``probe_layers`` alone; a run whose features are forced dead is reported
 100% inactive, says the blind line once and carries the verdict to its summary, the compare's
 health section and ``mira evaluate``; a run with the monitor off is the same run; a bad
-setting is a one-line error.
+setting is a one-line error. The features' signal into the core against a frame-by-frame
+loop over the core's own input weights, blind to units whose outgoing weights are 0.
 """
 
 from __future__ import annotations
@@ -24,6 +25,8 @@ from learners.update.learner import Learner
 from learners.update.monitor import (
     BlindWatch,
     blind_layer,
+    features_outgoing,
+    features_signal,
     layer_shares,
     measure,
     policy_spread,
@@ -183,6 +186,7 @@ def test_a_dead_torso_is_reported_blind_once(tmp_path, monkeypatch, caplog):
     assert f"blind in frames {frames_per_update:,} to the end." in text
     result = evaluate_checkpoint(str(tmp_path / "dead"), episodes=1, num_runners=0, quiet=True)
     assert result["torso"]["torso/fc/inactive"] == 1.0
+    assert result["torso"]["torso/fc/signal"] == 0.0  # dead features move nothing
     assert json.loads((tmp_path / "dead" / "eval.json").read_text())["torso"] == result["torso"]
 
 
@@ -204,6 +208,7 @@ def test_the_monitor_off_or_on_is_the_same_run(tmp_path):
     assert off["monitor"] == {"last": None, "blind": None, "spans": []}
     assert not any(k.startswith(("torso/", "policy/")) for k in off["final_metrics"])
     assert 0.0 <= on["monitor"]["last"]["policy/spread"] < 1.0
+    assert on["monitor"]["last"]["torso/fc/signal"] > 0  # the LSTM declares its input weights
 
 
 @pytest.mark.parametrize("override,says", [
@@ -245,3 +250,66 @@ def test_a_cuda_probe_waits_for_nothing_and_agrees_with_the_cpu_one(small_cfg):
     want = on_cpu.monitor.start(on_cpu.to_batch([traj])[0]).values()
     assert list(got) == list(want)
     assert got == pytest.approx(want, abs=0.05)  # a unit at the edge of 0 may flip
+
+
+def _agent(core: str):
+    from agents.agent import Agent
+    from agents.config import AgentConfig
+
+    torch.manual_seed(0)
+    core_options = ({"num_units": 4, "k_active": 2, "unit_size": 8} if core == "rims"
+                    else {} if core == "feedforward" else {"hidden_size": 16})
+    cfg = AgentConfig(torso="shallow", core=core, head="linear",
+                      torso_options={"hidden_size": 24}, core_options=core_options)
+    return Agent(cfg, {"pixels": (4, 84, 84)}, 6).eval()
+
+
+def naive_signal(features: torch.Tensor, weights: list[torch.Tensor]) -> float:
+    """Frame by frame: each weight ``[rows, H]`` on the centred features, rms over all."""
+    N, H = features.shape
+    mean = [sum(float(features[n, j]) for n in range(N)) / N for j in range(H)]
+    total, rows = 0.0, 0
+    for w in weights:
+        for n in range(N):
+            for r in range(w.shape[0]):
+                pre = sum(float(w[r, j]) * (float(features[n, j]) - mean[j]) for j in range(H))
+                total += pre * pre
+        rows += w.shape[0]
+    return (total / (N * rows)) ** 0.5
+
+
+@pytest.mark.parametrize("core", ["lstm", "mi_lstm", "rims"])
+def test_the_features_signal_is_the_cores_input_moved_by_the_screen(core):
+    net = _agent(core)
+    H = 24
+    g = torch.Generator().manual_seed(3)
+    features = torch.relu(torch.randn(7, H, generator=g))
+    # the core's weights on the features as [rows, H], read from the core itself
+    by_core = {"lstm": lambda c: [c.cell.weight_ih[:, :H]],
+               "mi_lstm": lambda c: [c.weight_ih[:H].T],
+               "rims": lambda c: [c.key.weight[:, :H], c.value.weight[:, :H]]}
+    weights = [w.detach() for w in by_core[core](net.core)]
+    outgoing = features_outgoing(net)
+    got = float(features_signal(features, outgoing))
+    assert got == pytest.approx(naive_signal(features, weights), rel=1e-5)
+    assert float(features_signal(features[:1].repeat(5, 1), outgoing)) == pytest.approx(0, abs=1e-6)
+
+    # units whose outgoing weights are 0 (just recycled) add nothing, however active
+    with torch.no_grad():
+        for s in outgoing:
+            s.param[s.index(torch.arange(H) < 5)] = 0.0
+    loud = features.clone()
+    loud[:, :5] = 100 * torch.rand(7, 5, generator=g)
+    quiet = features.clone()
+    quiet[:, :5] = 0.0
+    assert float(features_signal(loud, outgoing)) == pytest.approx(
+        float(features_signal(quiet, outgoing)), rel=1e-5)
+
+
+def test_the_signal_is_measured_where_the_core_declares_its_input_weights():
+    pixels = torch.randint(0, 256, (6, 4, 84, 84), dtype=torch.uint8)
+    lstm, feedforward = _agent("lstm"), _agent("feedforward")
+    with_signal = values(measure(lstm.torso, pixels, None, 0.025, features_outgoing(lstm)))
+    assert with_signal["torso/fc/signal"] > 0
+    assert features_outgoing(feedforward) is None
+    assert "torso/fc/signal" not in values(measure(feedforward.torso, pixels, None, 0.025, None))

@@ -42,7 +42,7 @@ from learners.update import bursts
 from learners.update.clipping import CompiledClip
 from learners.update.device import flush_denormals, resolve_device, to_cpu, use_full_float32
 from learners.update.malloc import keep_freed_memory
-from learners.update.monitor import TorsoMonitor
+from learners.update.monitor import TorsoMonitor, features_outgoing
 from learners.update.optim import make_optimizer, match_groups, parameter_groups
 from learners.update.outputs import kept_outputs, mean_metrics
 from learners.update.redo import Recycler
@@ -120,8 +120,10 @@ class Learner:
         self.captures: list[dict] = []  # steps kept for learner.capture_grad_norm, not yet taken
         self.captured = 0  # steps kept so far by this learner (at most CAPTURE_LIMIT)
         self.frames_per_step = spec["frames_per_step"]
-        # inactive and dormant torso units, every learner.monitor.every updates
-        self.monitor = TorsoMonitor(self.agent.torso, self.lcfg.monitor)
+        # inactive and dormant torso units and the features' signal into the core, every
+        # learner.monitor.every updates
+        self.monitor = TorsoMonitor(self.agent.torso, self.lcfg.monitor,
+                                    features_outgoing(self.agent))
         # ReDo: dormant torso units re-initialised every learner.redo.every updates (0: never)
         self.recycler = (Recycler(self.agent, self.optimizer, self.lcfg.redo, cfg.run.seed)
                          if self.lcfg.redo.every else None)

@@ -16,6 +16,15 @@ channels, each averaged over its positions, as Sokar et al. (2023) score conv la
   are all 0 is wholly dormant (its scores are 0/0; Sokar et al.'s code adds 1e-9 to the
   layer's mean). At ``tau = 0`` this is ``inactive``.
 
+and, where the agent declares where its units' weights sit (``Agent.unit_links``, as ReDo
+needs), for the features (the last layer) **signal**: how much the features move the core
+across frames, ``sqrt(sum_x ||W (f(x) - fbar)||^2 / (N R))`` with ``W`` the core's weights on
+the features (``R`` rows in all; every parameter that reads them), ``f(x)`` the features on
+frame ``x`` and ``fbar`` their mean over the ``N`` frames: the rms over frames and rows of the
+part of the core's input pre-activation that the screen moves. It is 0 when the features are
+the same on every frame, and a unit whose outgoing weights are 0 (just recycled) adds
+nothing, however active it is;
+
 and for the policy, **spread**: the mean over the batch's frames of the total-variation
 distance between the frame's action distribution and the batch's mean distribution,
 ``(1/N) sum_n (1/2) sum_a |p_n(a) - pbar(a)|`` with ``pbar = (1/N) sum_n p_n``, in [0, 1):
@@ -23,7 +32,8 @@ distance between the frame's action distribution and the batch's mean distributi
 ID of a head that reads one.
 
 ``measure`` returns 0-d tensors on the torso's device, keyed by their TensorBoard tags
-(``torso/<layer>/inactive``, ``torso/<layer>/dormant``, ``policy/spread``); ``TorsoMonitor``
+(``torso/<layer>/inactive``, ``torso/<layer>/dormant``, ``torso/<features>/signal``,
+``policy/spread``); ``TorsoMonitor``
 runs it inside the learner without a device sync of its own; ``BlindWatch`` applies the
 blind rule to a run's probes. ``scripts/evaluate.py`` and ``scripts/papers/atari_probe.py``
 call ``measure`` on frames they play.
@@ -81,21 +91,62 @@ def policy_spread(logits: torch.Tensor) -> torch.Tensor:
     return 0.5 * (probs - probs.mean(0)).abs().sum(-1).mean()
 
 
+def features_signal(features: torch.Tensor, outgoing) -> torch.Tensor:
+    """The features' signal into the core, a 0-d tensor (module docstring).
+
+    ``features``: ``[N, H]``, one row per frame; ``outgoing``: the ``UnitSlice``s of the
+    core's weights on them (``agents/units.py``: unit ``u`` is ``group`` indices along
+    ``dim``).
+    """
+    n, units = features.shape
+    centred = (features - features.mean(0)).float()
+    total, rows = centred.new_zeros(()), 0
+    for s in outgoing:
+        w = s.param[s.index(torch.ones(units, dtype=torch.bool))].detach().float()
+        w = w.movedim(s.dim, -1).reshape(-1, units * s.group)  # [rows, H x group]
+        x = centred.repeat_interleave(s.group, dim=1) if s.group > 1 else centred
+        total = total + (x @ w.T).square().sum()
+        rows += w.shape[0]
+    return (total / (n * max(rows, 1))).sqrt()
+
+
+def features_outgoing(agent):
+    """The core's weights on the torso's features (``UnitSlice``s), or None where it has none.
+
+    The core's ``input_weights()`` (``agents/units.py``; the features first in its input, as
+    ReDo reads them); None for a core without them (``feedforward``) or a torso read as a set
+    (a spatial core reads positions, not one feature vector).
+    """
+    read = getattr(agent.core, "input_weights", None)
+    if read is None or getattr(agent.torso, "as_set", False):
+        return None
+    return read()
+
+
+def signal_tag(layer: str) -> str:
+    """The tag of the features' signal into the core: ``torso/<layer>/signal``."""
+    return f"torso/{layer}/signal"
+
+
 @torch.no_grad()
-def measure(torso, pixels: torch.Tensor, logits: torch.Tensor | None,
-            tau: float) -> dict[str, torch.Tensor]:
-    """Each probed layer's shares and the policy's spread, on frames ``pixels``.
+def measure(torso, pixels: torch.Tensor, logits: torch.Tensor | None, tau: float,
+            outgoing=None) -> dict[str, torch.Tensor]:
+    """Each probed layer's shares, the features' signal and the policy's spread, on ``pixels``.
 
     ``torso``: any registered torso (its ``probe``, ``probe_layers`` and ``probe_channels``);
     ``pixels``: uint8 ``[N, C, H, W]``; ``logits``: ``[N, A]``, the policy on those frames
-    (None: no spread). Returns 0-d tensors on the torso's device keyed by tag, the layers
-    input to output, then ``policy/spread``. Draws no random numbers.
+    (None: no spread); ``outgoing``: the core's weights on the features (``UnitSlice``s;
+    None: no signal). Returns 0-d tensors on the torso's device keyed by tag, the layers
+    input to output, then the signal and ``policy/spread``. Draws no random numbers.
     """
-    out = {}
+    out, last = {}, None
     for layer, h in torso.probe({"pixels": pixels}).items():
         inactive, dormant = layer_shares(h, torso.probe_channels[layer], tau)
         tag_inactive, tag_dormant = layer_tags(layer)
         out[tag_inactive], out[tag_dormant] = inactive, dormant
+        last = (layer, h)
+    if outgoing and last is not None and last[1].shape[1] == torso.probe_channels[last[0]]:
+        out[signal_tag(last[0])] = features_signal(last[1], outgoing)
     if logits is not None:
         out[SPREAD] = policy_spread(logits)
     return out
@@ -147,8 +198,9 @@ class TorsoMonitor:
     ``config``: the ``learner.monitor`` section (``learners.config.schema.MonitorConfig``).
     """
 
-    def __init__(self, torso, config):
-        self.torso, self.config = torso, config
+    def __init__(self, torso, config, outgoing=None):
+        """``outgoing``: the core's weights on the features (``Agent.unit_links``), or None."""
+        self.torso, self.config, self.outgoing = torso, config, outgoing
 
     def due(self, version: int) -> bool:
         """Whether the update that starts from policy ``version`` probes (0, every, 2 every...)."""
@@ -164,7 +216,7 @@ class TorsoMonitor:
         """
         pixels = probe_frames(batch, self.config.frames)
         logits = batch.behaviour_logits[:batch.unroll_length].flatten(0, 1)[:len(pixels)]
-        return Pending(measure(self.torso, pixels, logits, self.config.tau))
+        return Pending(measure(self.torso, pixels, logits, self.config.tau, self.outgoing))
 
 
 def blind_layer(measured: dict[str, float], share: float,

@@ -199,8 +199,9 @@ def _probe(runner, weights: dict, name: str, frames: int, monitor) -> dict:
     for key in ("last_action", "last_reward", "reset", "task_id"):
         rows[key] = torch.from_numpy(np.concatenate([getattr(t, key)[:-1] for t in trajs]))
     pixels = rows["pixels"].flatten(0, 1)
-    measured = torso_monitor.values(torso_monitor.measure(torso, pixels,
-                                                          torch.from_numpy(logits), monitor.tau))
+    measured = torso_monitor.values(torso_monitor.measure(
+        torso, pixels, torch.from_numpy(logits), monitor.tau,
+        torso_monitor.features_outgoing(agent)))
     layers = list(torso.probe_layers)
     with torch.no_grad():
         fc = torso.probe({"pixels": pixels})[layers[-1]]  # the features, before the extras
