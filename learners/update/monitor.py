@@ -16,8 +16,9 @@ channels, each averaged over its positions, as Sokar et al. (2023) score conv la
   are all 0 is wholly dormant (its scores are 0/0; Sokar et al.'s code adds 1e-9 to the
   layer's mean). At ``tau = 0`` this is ``inactive``.
 
-and, where the agent declares where its units' weights sit (``Agent.unit_links``, as ReDo
-needs), for the features (the last layer) **signal**: how much the features move the core
+and, where the core declares its input weights (``input_weights``, as ReDo reads them:
+every core but ``feedforward``, the torso not read as a set), for the features (the last
+layer) **signal**: how much the features move the core
 across frames, ``sqrt(sum_x ||W (f(x) - fbar)||^2 / (N R))`` with ``W`` the core's weights on
 the features (``R`` rows in all; every parameter that reads them), ``f(x)`` the features on
 frame ``x`` and ``fbar`` their mean over the ``N`` frames: the rms over frames and rows of the
@@ -102,7 +103,9 @@ def features_signal(features: torch.Tensor, outgoing) -> torch.Tensor:
     centred = (features - features.mean(0)).float()
     total, rows = centred.new_zeros(()), 0
     for s in outgoing:
-        w = s.param[s.index(torch.ones(units, dtype=torch.bool))].detach().float()
+        # the units are the first H x group indices along dim (UnitSlice); a view, so a CUDA
+        # probe waits for nothing (a boolean mask would sync to size its result)
+        w = s.param.detach().narrow(s.dim, 0, units * s.group).float()
         w = w.movedim(s.dim, -1).reshape(-1, units * s.group)  # [rows, H x group]
         x = centred.repeat_interleave(s.group, dim=1) if s.group > 1 else centred
         total = total + (x @ w.T).square().sum()
