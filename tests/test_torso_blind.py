@@ -177,3 +177,27 @@ def test_redo_counts_in_the_table_are_not_probes(tmp_path):
     (with_redo,) = tb.read(path)
     assert with_redo.probes == plain.probes
     assert tb.spans(with_redo) == [(2 * STEP, 5 * STEP)]
+
+
+def test_the_signal_into_the_core_is_read_on_the_seeds_only_the_shipped_arm_is_blind(tmp_path,
+                                                                                     capsys):
+    blind, seeing = [SEE] * 3 + [BLIND] * 25, [SEE] * 28
+    arms = {**{("k_every-0", s): blind for s in range(3)}, ("k_every-0", 3): seeing,
+            **{("k_every-25", s): seeing for s in range(4)}}
+    path = table(tmp_path / "p.csv", arms)
+    budget = 2.5e6
+    with open(path, "a", newline="") as f:  # the signal at every probe; the fix's higher on 0, 1
+        for (variant, seed), probes in arms.items():
+            value = {("k_every-0", 2): 0.5, ("k_every-25", 2): 0.2}.get(
+                (variant, seed), 0.3 if "25" in variant else 0.1)
+            for i in range(len(probes)):
+                csv.writer(f).writerow([variant, seed, (i + 1) * STEP, "torso/fc/signal", value])
+    assert tb.main([str(path), "--budget", str(budget), "--paired", "every-0", "every-25"]) == 0
+    out = capsys.readouterr().out
+    assert "| k | 0 | 0.1 | 0.3 |" in out and "| k | 2 | 0.5 | 0.2 |" in out
+    assert "| k | 3 | 0." not in out  # neither arm blind: not a seed the guard reads
+    assert "On the 3 seeds where only every-0 is blind, every-25's signal into the core is " \
+           "higher on 2." in out
+    assert tb.main([str(table(tmp_path / "q.csv", arms)), "--budget", str(budget),
+                    "--paired", "every-0", "every-25"]) == 0
+    assert "signal into the core" not in capsys.readouterr().out  # no signal logged: no lines

@@ -20,7 +20,9 @@ Runs nothing.
   with a 95% Clopper-Pearson (exact binomial) interval, and the trials ever blind before F.
 - ``--budget F --paired SHIPPED FIX``: also rule 1 of the candidate fixes (torso-health.md),
   over the seeds where exactly one arm is blind at F, the arms told apart by those labels in
-  the variants' names.
+  the variants' names; where the probes hold the features' signal into the core
+  (``torso/<features>/signal``), each arm's at F on the seeds where only the shipped arm is
+  blind, and on how many of them the fix's is higher.
 
 It prints a markdown table per trial (its spans, and at its last probe the fc share inactive
 and the policy's spread) and the rule's outcome.
@@ -244,11 +246,14 @@ def paired_table(trials: list[Trial], budget: float, shipped: str, fix: str, run
     where only the shipped arm is blind lies above 1/2 (McNemar's exact test).
     """
     arms: dict[tuple[str, int], dict[str, bool]] = defaultdict(dict)
+    signals: dict[tuple[str, int], dict[str, float]] = defaultdict(dict)
     for t in trials:
         for arm, label in (("shipped", shipped), ("fix", fix)):
             if label in t.variant:
                 cell = t.variant.replace(label, "").strip("_-")
                 arms[(cell, t.seed)][arm] = blind_at(t, budget, run, fc_share) is not None
+                if (value := signal_at(t, budget)) is not None:
+                    signals[(cell, t.seed)][arm] = value
     cells: dict[str, list[int]] = defaultdict(lambda: [0, 0, 0, 0, 0])
     for (cell, _), both in arms.items():
         row = cells[cell]
@@ -270,9 +275,44 @@ def paired_table(trials: list[Trial], budget: float, shipped: str, fix: str, run
     p = binomtest(k, n, 0.5).pvalue
     verdict = ("holds: the fix has fewer blind trials" if low > 0.5 else
                "does not hold: the interval does not lie above 1/2")
-    return lines + [f"Seeds with exactly one arm blind: {n}; only {shipped} blind on {k} of them, "
-                    f"95% Clopper-Pearson [{low:.3f}, {high:.3f}], McNemar's exact p = {p:.3g}. "
-                    f"Rule 1 {verdict}."]
+    lines.append(f"Seeds with exactly one arm blind: {n}; only {shipped} blind on {k} of them, "
+                 f"95% Clopper-Pearson [{low:.3f}, {high:.3f}], McNemar's exact p = {p:.3g}. "
+                 f"Rule 1 {verdict}.")
+    return lines + signal_lines(arms, signals, shipped, fix)
+
+
+def signal_at(trial: Trial, budget: float) -> float | None:
+    """The features' signal into the core (``torso/<features>/signal``) at ``budget``.
+
+    At the trial's last probe at or before it; None where its probes do not hold it.
+    """
+    last = trial.last_at(budget)
+    probe = trial.probes.get(last, {}) if last is not None else {}
+    found = [v for tag, v in probe.items() if tag.endswith("/signal")]
+    return found[0] if found else None
+
+
+def signal_lines(arms, signals, shipped: str, fix: str) -> list[str]:
+    """Each arm's signal on the seeds where only the shipped arm is blind, and the fix's lead.
+
+    A fix that revives units the core does not read lowers the blind count without raising
+    the signal. Nothing where the probes hold no signal.
+    """
+    seeds = [key for key, both in arms.items()
+             if both.get("shipped") is True and both.get("fix") is False]
+    if not signals or not seeds:
+        return []
+    lines = ["", f"| cell | seed | signal into the core at F: {shipped} | {fix} |",
+             "| --- | ---: | ---: | ---: |"]
+    higher = 0
+    for cell, seed in sorted(seeds):
+        got = signals.get((cell, seed), {})
+        a, b = got.get("shipped"), got.get("fix")
+        higher += a is not None and b is not None and b > a
+        lines.append(f"| {cell} | {seed} | " + " | ".join(
+            "missing" if v is None else f"{v:.4g}" for v in (a, b)) + " |")
+    return lines + ["", f"On the {len(seeds)} seeds where only {shipped} is blind, {fix}'s "
+                        f"signal into the core is higher on {higher}."]
 
 
 def main(argv: list[str] | None = None) -> int:
