@@ -143,3 +143,19 @@ def test_the_study_files_columns_are_found_by_what_fills_them():
     with pytest.raises(ValueError, match="fills no column with train_return"):
         fb.column_names({"variant": "variant", "game": "env.game", "seed": "seed",
                          "status": "status", "frames": "frames"})
+
+
+def test_a_file_that_declares_the_mean_part_alone_is_read_by_it(tmp_path, capsys):
+    # Breakout's fix: mean above the line, one seed below the shipped lowest (as by hand above)
+    rows(tmp_path, {**arms("Pong", (10.0, 14.0, 18.0), (12.0, 11.0, 16.0)),
+                    **arms("Breakout", (20.0, 21.0, 22.0), (19.5, 22.0, 23.0))})
+    assert fb.main([str(study(tmp_path)), *PAIRED, "--parts", "mean"]) == 0
+    out = capsys.readouterr().out
+    assert "| 21.00 - 1.00 = 20.00; 21.50 | 20.00; 19.50 | holds |" in out
+    assert "rule 2 (its mean part)" in out
+    assert "Rule 2 (its mean part, as declared) holds on every game" in out
+    rows(tmp_path, {**arms("Pong", (10.0, 14.0, 18.0), (5.0, 6.0, 7.0)),
+                    **arms("Breakout", (20.0, 21.0, 22.0), (19.5, 22.0, 23.0))})
+    assert fb.main([str(study(tmp_path)), *PAIRED, "--parts", "mean"]) == 0
+    assert "| 14.00 - 4.00 = 10.00; 6.00 | 10.00; 5.00 | does not hold: mean |" in \
+        capsys.readouterr().out
