@@ -278,7 +278,7 @@ def naive_signal(features: torch.Tensor, weights: list[torch.Tensor]) -> float:
     return (total / (N * rows)) ** 0.5
 
 
-@pytest.mark.parametrize("core", ["lstm", "mi_lstm", "rims"])
+@pytest.mark.parametrize("core", ["lstm", "mi_lstm", "alstm", "rims"])
 def test_the_features_signal_is_the_cores_input_moved_by_the_screen(core):
     net = _agent(core)
     H = 24
@@ -287,6 +287,7 @@ def test_the_features_signal_is_the_cores_input_moved_by_the_screen(core):
     # the core's weights on the features as [rows, H], read from the core itself
     by_core = {"lstm": lambda c: [c.cell.weight_ih[:, :H]],
                "mi_lstm": lambda c: [c.weight_ih[:H].T],
+               "alstm": lambda c: [c.weight_ih[:, :H], c.adapt_ix[:H].T],
                "rims": lambda c: [c.key.weight[:, :H], c.value.weight[:, :H]]}
     weights = [w.detach() for w in by_core[core](net.core)]
     outgoing = features_outgoing(net)
@@ -312,4 +313,5 @@ def test_the_signal_is_measured_where_the_core_declares_its_input_weights():
     with_signal = values(measure(lstm.torso, pixels, None, 0.025, features_outgoing(lstm)))
     assert with_signal["torso/fc/signal"] > 0
     assert features_outgoing(feedforward) is None
-    assert "torso/fc/signal" not in values(measure(feedforward.torso, pixels, None, 0.025, None))
+    assert "torso/fc/signal" not in values(measure(feedforward.torso, pixels, None, 0.025,
+                                                   features_outgoing(feedforward)))

@@ -21,8 +21,9 @@ every core but ``feedforward``, the torso not read as a set), for the features (
 layer) **signal**: how much the features move the core
 across frames, ``sqrt(sum_x ||W (f(x) - fbar)||^2 / (N R))`` with ``W`` the core's weights on
 the features (``R`` rows in all; every parameter that reads them), ``f(x)`` the features on
-frame ``x`` and ``fbar`` their mean over the ``N`` frames: the rms over frames and rows of the
-part of the core's input pre-activation that the screen moves. It is 0 when the features are
+frame ``x`` and ``fbar`` their mean over the ``N`` frames: the rms over frames and rows of
+the features' image under the core's input weights (before any gate or modulation the core
+applies), the part of it that moves with the screen. It is 0 when the features are
 the same on every frame, and a unit whose outgoing weights are 0 (just recycled) adds
 nothing, however active it is;
 
@@ -100,7 +101,8 @@ def features_signal(features: torch.Tensor, outgoing) -> torch.Tensor:
     ``dim``).
     """
     n, units = features.shape
-    centred = (features - features.mean(0)).float()
+    f = features.float()
+    centred = f - f.mean(0)
     total, rows = centred.new_zeros(()), 0
     for s in outgoing:
         # the units are the first H x group indices along dim (UnitSlice); a view, so a CUDA
@@ -202,7 +204,7 @@ class TorsoMonitor:
     """
 
     def __init__(self, torso, config, outgoing=None):
-        """``outgoing``: the core's weights on the features (``Agent.unit_links``), or None."""
+        """``outgoing``: the core's weights on the features (``features_outgoing``), or None."""
         self.torso, self.config, self.outgoing = torso, config, outgoing
 
     def due(self, version: int) -> bool:
