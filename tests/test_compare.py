@@ -286,14 +286,22 @@ def test_ctrl_c_to_the_process_group_leaves_each_trial_its_checkpoint(tmp_path):
                          plan={})
     proc = subprocess.Popen([sys.executable, "-m", "scripts.cli", "compare", str(path)],
                             cwd=ROOT, env=dict(os.environ, PYTHONUNBUFFERED="1"),
-                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+                            stderr=subprocess.PIPE, text=True, start_new_session=True,
+                            # a shell's background job starts with SIGINT ignored, which Python
+                            # keeps: give the compare a terminal's default however pytest runs
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     log = tmp_path / "out" / "trials" / "base-seed0" / "train.log"
-    deadline = time.time() + 180
-    while time.time() < deadline and not (log.exists() and "fps" in log.read_text()):
-        time.sleep(0.5)
-    training = log.exists() and "fps" in log.read_text()
-    os.killpg(proc.pid, signal.SIGINT)
-    _, err = proc.communicate(timeout=240)
+    try:
+        deadline = time.time() + 180
+        while time.time() < deadline and not (log.exists() and "fps" in log.read_text()):
+            time.sleep(0.5)
+        training = log.exists() and "fps" in log.read_text()
+        os.killpg(proc.pid, signal.SIGINT)
+        _, err = proc.communicate(timeout=240)
+    finally:  # a compare left running would train beside the rest of the suite
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
     assert training, f"the trial logged no training within 180 s: {err[-2000:]}"
     assert proc.returncode == 130, err
     ckpt = RunDir(log.parent).latest_checkpoint()

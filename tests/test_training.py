@@ -228,13 +228,19 @@ def test_ctrl_c_writes_a_checkpoint_and_resume_continues(tmp_path, num_runners):
     env = dict(os.environ, PYTHONUNBUFFERED="1")
     proc = subprocess.Popen([sys.executable, "-m", "scripts.cli", "train",
                              str(ROOT / "configs/impala_minigrid.yaml"), *overrides],
-                            cwd=ROOT, env=env, stderr=subprocess.PIPE, text=True)
-    deadline = time.time() + 120
-    for line in proc.stderr:  # wait until training is under way
-        if "frames" in line and "fps" in line or time.time() > deadline:
-            break
-    proc.send_signal(signal.SIGINT)
-    _, err = proc.communicate(timeout=120)
+                            cwd=ROOT, env=env, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)  # its group holds the Ray it starts
+    try:
+        deadline = time.time() + 120
+        for line in proc.stderr:  # wait until training is under way
+            if "frames" in line and "fps" in line or time.time() > deadline:
+                break
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=120)
+    finally:  # a run left going would train beside the rest of the suite
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
     assert proc.returncode == 130, err
     ckpt = RunDir(run).latest_checkpoint()
     assert ckpt is not None
