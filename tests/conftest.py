@@ -28,6 +28,21 @@ def small_overrides(tmp_path, **extra) -> list[str]:
     return [f"{k}={v}" for k, v in base.items()]
 
 
+@pytest.fixture(autouse=True)
+def _torch_threads_as_found():
+    """Each test starts with the thread count the suite started with.
+
+    Commands called in-process (the benchmarks, the probe, the trainer) set torch's intra-op
+    thread count for their own process and leave it there; without this a test's speed would
+    depend on which test ran before it.
+    """
+    import torch
+
+    threads = torch.get_num_threads()
+    yield
+    torch.set_num_threads(threads)
+
+
 @pytest.fixture
 def small_cfg(tmp_path):
     from learners.config.schema import load_config
