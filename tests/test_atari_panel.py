@@ -167,11 +167,11 @@ def test_atari5_report_names_a_missing_seed_and_writes_the_csv(tmp_path):
     phoenix = next(line for line in text.splitlines() if line.startswith("| Phoenix | 2 of 3"))
     assert "(seed 2 missing)" in phoenix and "not in the table | not in the table |" in phoenix
     assert "(n=2)" in phoenix
-    assert "| Phoenix | 2 | missing | | | | |" in text and "Phoenix seed 2" in text
+    assert "| Phoenix | 2 | missing | | | | | | | |" in text and "Phoenix seed 2" in text
     assert text.count("| 14 of 15 |") == 2  # training and evaluation, over games
     assert "17,366.7" in text and "21,000 ± 232" in text  # BattleZone's references
-    assert ("| BattleZone | 0 | finished | 10,000,000 | 100.0 | 110.0 ± 1.5 (30) | kept record |"
-            in text)
+    assert ("| BattleZone | 0 | finished | 10,000,000 | 100.0 | 110.0 ± 1.5 (30) | not recorded | 2,000 s | "
+            "not monitored | kept record |" in text)
     # the aggregates' point estimates against a naive computation over the 14 scores
     hns = {g: [human_normalized(g, x) for s, x in enumerate(train[g]) if (g, s) != ("Phoenix", 2)]
            for g in A5_GAMES}
@@ -194,6 +194,38 @@ def test_atari5_report_names_a_missing_seed_and_writes_the_csv(tmp_path):
     assert atari5.main([STUDY, "--records", str(records), "--out", str(tmp_path / "o")]) == 0
     assert {p.name for p in (tmp_path / "o").iterdir()} == {
         "atari5_panel.md", "atari5_panel.csv", "atari5_panel.png"}
+
+
+def test_atari5_names_each_trials_code_and_torso_verdict(tmp_path):
+    """The per-trial row: the revisions a trial ran on and its monitor's last-layer shares."""
+    import json
+
+    from scripts.papers import atari5
+
+    records = tmp_path / "keep"
+    _keep(records, "Qbert", 0, 500.0, 600.0)
+    _keep(records, "Qbert", 1, 400.0, 300.0)
+    fc = [0.2, 0.9, 0.85, 0.3]
+    for seed, blind in ((0, None), (1, {"frames": 1_250_000, "sees_again": 3_500_000})):
+        d = records / f"game-Qbert-seed{seed}"
+        summary = json.loads((d / "summary.json").read_text())
+        summary["monitor"] = {"last": {"torso/conv1/inactive": 0.5, "torso/fc/inactive": 0.3},
+                              "blind": blind}
+        (d / "summary.json").write_text(json.dumps(summary))
+        kept = json.loads((d / "record.json").read_text())
+        kept["curves"]["torso/fc/inactive"] = {"frames": [1, 2, 3, 4], "values": fc}
+        (d / "record.json").write_text(json.dumps(kept))
+    (records / "game-Qbert-seed0" / "meta.json").write_text(json.dumps(
+        {"git_revision": "a" * 40 + "-dirty", "resumed_on": [
+            {"git_revision": "b" * 40}, {"git_revision": "b" * 40}]}))
+    r0 = atari5.read_trial(records / "game-Qbert-seed0", "Qbert", 0, 10_000_000)
+    r1 = atari5.read_trial(records / "game-Qbert-seed1", "Qbert", 1, 10_000_000)
+    assert r0.code == "aaaaaaa-dirty, resumed on bbbbbbb" and r1.code == ""
+    assert r0.torso == "never blind; fc at most 90%, 30% at the last probe"
+    assert r1.torso == ("blind from 1.25M frames, saw again at 3.50M; fc at most 90%, "
+                        "30% at the last probe")
+    text = atari5.markdown(["Qbert"], [0, 1], {("Qbert", 0): r0, ("Qbert", 1): r1}, reps=50)
+    assert "| aaaaaaa-dirty, resumed on bbbbbbb | 2,000 s | never blind; fc at most 90%" in text
 
 
 def test_atari5_refuses_a_non_atari_study_and_a_missing_records_folder(tmp_path, capsys):

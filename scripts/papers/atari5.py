@@ -11,7 +11,8 @@ last checkpoint's frames): ``summary.json`` (frames, the last-100 training retur
 record's ``record.json``). Only finished trials enter the per-game and panel figures, and an
 evaluation only where it is of the trial's last weights with the declared episodes; the
 others are listed with their status, frames and source (run directory, kept record, or a
-record rebuilt from the compare's table). It writes into ``--out``:
+record rebuilt from the compare's table), with the code each ran (``meta.json``), its training
+time and its torso monitor's verdict. It writes into ``--out``:
 
 - ``atari5_panel.md``: per game, the last-100 training return and the final evaluation's
   mean return, each the mean over seeds with a 95% percentile bootstrap interval over seeds,
@@ -78,6 +79,9 @@ class TrialRecord:
     stopped: bool = False  # a run directory with checkpoints and no summary: killed or lost
     source: str = "run directory"  # or "kept record", "rebuilt from the compare's table"
     eval_current: bool = True  # eval.json is of the last checkpoint, with the declared episodes
+    code: str = ""  # meta.json's git revision (7 digits, "-dirty" kept), then any it resumed on
+    wall_time_s: float | None = None  # training time, from summary.json
+    torso: str = ""  # the torso monitor's verdict and the last layer's inactive share
 
     @property
     def status(self) -> str:
@@ -120,7 +124,8 @@ def read_trial(directory: Path, game: str, seed: int, target: int,
         if ckpt is None:
             return None
         return TrialRecord(game, seed, RunDir.frames_of(ckpt), int(target), None,
-                           curve=learning_curve(directory), stopped=True)
+                           curve=learning_curve(directory), stopped=True,
+                           code=_code(read_json(directory / "meta.json") or {}))
     evaluation = read_json(directory / "eval.json")
     task = ((evaluation or {}).get("tasks") or {}).get(game) or {}
     return TrialRecord(game, seed, int(summary.get("frames", 0)), int(target),
@@ -128,7 +133,43 @@ def read_trial(directory: Path, game: str, seed: int, target: int,
                        task.get("return_std"), int(task.get("episodes", 0)),
                        learning_curve(directory), bool(summary.get("interrupted")),
                        source=source,
-                       eval_current=evaluation is None or eval_is_current(directory, episodes))
+                       eval_current=evaluation is None or eval_is_current(directory, episodes),
+                       code=_code(read_json(directory / "meta.json") or {}),
+                       wall_time_s=summary.get("wall_time_s"),
+                       torso=_torso(directory, summary.get("monitor") or {}))
+
+
+def _code(meta: dict) -> str:
+    """The git revision a trial started on (7 digits), then each it resumed on, if others."""
+    def short(rev: str) -> str:
+        return rev[:7] + ("-dirty" if rev.endswith("-dirty") else "")
+
+    revs = [short(meta["git_revision"])] if meta.get("git_revision") else []
+    for r in meta.get("resumed_on") or []:
+        if r.get("git_revision") and short(r["git_revision"]) not in revs:
+            revs.append(short(r["git_revision"]))
+    return revs[0] + "".join(f", resumed on {r}" for r in revs[1:]) if revs else ""
+
+
+def _torso(directory: Path, monitor: dict) -> str:
+    """The monitor's verdict and its last torso layer's share of units off on every frame.
+
+    The share is the highest over the run's probes, and that at the last probe.
+    """
+    from scripts.compare.curves import learning_curve
+
+    last = monitor.get("last") or {}
+    layers = [k for k in last if k.startswith("torso/") and k.endswith("/inactive")]
+    if not layers:
+        return "not monitored"
+    tag = layers[-1]  # the layers in the torso's order: the last feeds the core
+    blind = monitor.get("blind")
+    verdict = ("never blind" if not blind else f"blind from {blind['frames'] / 1e6:.2f}M frames"
+               + (f", saw again at {blind['sees_again'] / 1e6:.2f}M" if blind.get("sees_again")
+                  else ""))
+    values = learning_curve(directory, tag)[1]
+    peak = f" at most {max(values):.0%}," if len(values) else ""
+    return f"{verdict}; {tag.split('/')[1]}{peak} {last[tag]:.0%} at the last probe"
 
 
 def collect(study: str | Path, records: str | Path | None = None, out: str | None = None):
@@ -293,21 +334,23 @@ def markdown(games: list[str], seeds: list[int], found: dict, reps: int = REPS) 
             cells = [_cell(agg.get(k), n, n) for k in ("iqm", "median", "mean")]
         lines.append(f"| {name} | {' | '.join(cells)} | {extent} |")
     lines += ["", "| game | seed | status | frames | training return | "
-              "evaluation: mean ± sd (episodes) | source |",
-              "| --- | ---: | --- | ---: | ---: | ---: | --- |"]
+              "evaluation: mean ± sd (episodes) | code | training time | torso: units "
+              "inactive on every frame | source |",
+              "| --- | ---: | --- | ---: | ---: | ---: | --- | ---: | --- | --- |"]
     for g in games:
         for s in seeds:
             r = found.get((g, s))
             if r is None:
-                lines.append(f"| {g} | {s} | missing | | | | |")
+                lines.append(f"| {g} | {s} | missing | | | | | | | |")
                 continue
             ev = ("n/a" if r.eval_return is None else
                   f"{r.eval_return:,.1f} ± {r.eval_std or 0:,.1f} ({r.eval_episodes})"
                   + ("" if r.eval_current else ", stale: not of its last weights or "
                      "not the declared episodes"))
             train = "n/a" if r.train_return is None else f"{r.train_return:,.1f}"
+            took = "" if r.wall_time_s is None else f"{r.wall_time_s:,.0f} s"
             lines.append(f"| {g} | {s} | {r.status} | {r.frames:,} | {train} | {ev} | "
-                         f"{r.source} |")
+                         f"{r.code or 'not recorded'} | {took} | {r.torso} | {r.source} |")
     if missing:
         lines += ["", "Missing (no record: not run, still running, or lost): "
                   + ", ".join(f"{g} seed {s}" for g, s in missing) + "."]
