@@ -171,7 +171,7 @@ def test_atari5_report_names_a_missing_seed_and_writes_the_csv(tmp_path):
     assert text.count("| 14 of 15 |") == 2  # training and evaluation, over games
     assert "17,366.7" in text and "21,000 ± 232" in text  # BattleZone's references
     assert ("| BattleZone | 0 | finished | 10,000,000 | 100.0 | 110.0 ± 1.5 (30) | "
-            "not recorded | 2,000 s | not monitored | kept record |" in text)
+            "n/a | 2,000 s | not monitored | kept record |" in text)
     # the aggregates' point estimates against a naive computation over the 14 scores
     hns = {g: [human_normalized(g, x) for s, x in enumerate(train[g]) if (g, s) != ("Phoenix", 2)]
            for g in A5_GAMES}
@@ -217,15 +217,15 @@ def test_atari5_names_each_trials_code_and_torso_verdict(tmp_path):
         (d / "record.json").write_text(json.dumps(kept))
     (records / "game-Qbert-seed0" / "meta.json").write_text(json.dumps(
         {"git_revision": "a" * 40 + "-dirty", "resumed_on": [
-            {"git_revision": "b" * 40}, {"git_revision": "b" * 40}]}))
+            {"git_revision": "b" * 40, "frames": 160_000}, {"git_revision": "b" * 40}]}))
     r0 = atari5.read_trial(records / "game-Qbert-seed0", "Qbert", 0, 10_000_000)
     r1 = atari5.read_trial(records / "game-Qbert-seed1", "Qbert", 1, 10_000_000)
-    assert r0.code == "aaaaaaa-dirty, resumed on bbbbbbb" and r1.code == ""
+    assert r0.code == "aaaaaaa-dirty; bbbbbbb from 0.16M" and r1.code == "n/a"
     assert r0.torso == "never blind; fc at most 90%, 30% at the last probe"
     assert r1.torso == ("blind from 1.25M frames, saw again at 3.50M; fc at most 90%, "
                         "30% at the last probe")
     text = atari5.markdown(["Qbert"], [0, 1], {("Qbert", 0): r0, ("Qbert", 1): r1}, reps=50)
-    assert "| aaaaaaa-dirty, resumed on bbbbbbb | 2,000 s | never blind; fc at most 90%" in text
+    assert "| aaaaaaa-dirty; bbbbbbb from 0.16M | 2,000 s | never blind; fc at most 90%" in text
 
 
 def test_atari5_refuses_a_non_atari_study_and_a_missing_records_folder(tmp_path, capsys):

@@ -79,7 +79,7 @@ class TrialRecord:
     stopped: bool = False  # a run directory with checkpoints and no summary: killed or lost
     source: str = "run directory"  # or "kept record", "rebuilt from the compare's table"
     eval_current: bool = True  # eval.json is of the last checkpoint, with the declared episodes
-    code: str = ""  # meta.json's git revision (7 digits, "-dirty" kept), then any it resumed on
+    code: str = "n/a"  # meta.json's revisions, as the compare report's code column prints them
     wall_time_s: float | None = None  # training time, from summary.json
     torso: str = ""  # the torso monitor's verdict and the last layer's inactive share
 
@@ -112,7 +112,7 @@ def read_trial(directory: Path, game: str, seed: int, target: int,
     """
     from learners.runtime.run_dir import RunDir
     from scripts.compare.curves import learning_curve
-    from scripts.compare.records import TABLE
+    from scripts.compare.records import TABLE, code_cell, code_revisions
     from scripts.compare.trials import RECORD, eval_is_current, read_json
 
     summary = read_json(directory / "summary.json")
@@ -125,7 +125,7 @@ def read_trial(directory: Path, game: str, seed: int, target: int,
             return None
         return TrialRecord(game, seed, RunDir.frames_of(ckpt), int(target), None,
                            curve=learning_curve(directory), stopped=True,
-                           code=_code(read_json(directory / "meta.json") or {}))
+                           code=code_cell(code_revisions(directory)))
     evaluation = read_json(directory / "eval.json")
     task = ((evaluation or {}).get("tasks") or {}).get(game) or {}
     return TrialRecord(game, seed, int(summary.get("frames", 0)), int(target),
@@ -134,21 +134,9 @@ def read_trial(directory: Path, game: str, seed: int, target: int,
                        learning_curve(directory), bool(summary.get("interrupted")),
                        source=source,
                        eval_current=evaluation is None or eval_is_current(directory, episodes),
-                       code=_code(read_json(directory / "meta.json") or {}),
+                       code=code_cell(code_revisions(directory)),
                        wall_time_s=summary.get("wall_time_s"),
                        torso=_torso(directory, summary.get("monitor") or {}))
-
-
-def _code(meta: dict) -> str:
-    """The git revision a trial started on (7 digits), then each it resumed on, if others."""
-    def short(rev: str) -> str:
-        return rev[:7] + ("-dirty" if rev.endswith("-dirty") else "")
-
-    revs = [short(meta["git_revision"])] if meta.get("git_revision") else []
-    for r in meta.get("resumed_on") or []:
-        if r.get("git_revision") and short(r["git_revision"]) not in revs:
-            revs.append(short(r["git_revision"]))
-    return revs[0] + "".join(f", resumed on {r}" for r in revs[1:]) if revs else ""
 
 
 def _torso(directory: Path, monitor: dict) -> str:
@@ -350,7 +338,7 @@ def markdown(games: list[str], seeds: list[int], found: dict, reps: int = REPS) 
             train = "n/a" if r.train_return is None else f"{r.train_return:,.1f}"
             took = "" if r.wall_time_s is None else f"{r.wall_time_s:,.0f} s"
             lines.append(f"| {g} | {s} | {r.status} | {r.frames:,} | {train} | {ev} | "
-                         f"{r.code or 'not recorded'} | {took} | {r.torso} | {r.source} |")
+                         f"{r.code} | {took} | {r.torso} | {r.source} |")
     if missing:
         lines += ["", "Missing (no record: not run, still running, or lost): "
                   + ", ".join(f"{g} seed {s}" for g, s in missing) + "."]
