@@ -374,7 +374,7 @@ def plot(games: list[str], seeds: list[int], found: dict, path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from envs.scores import reference_scores as random_human
+    from scripts.papers.atari_panel import finish_game_axes, save_grid
 
     refs = references()
     cols = 3
@@ -395,16 +395,8 @@ def plot(games: list[str], seeds: list[int], found: dict, path: Path) -> None:
         if ref.get("table7") is not None:
             ax.axhline(ref["table7"][0], color="k", ls="-.", lw=1,
                        label="LSTM-PPO, RIMs paper (budget not stated)")
-        ax.axhline(random_human("atari", g)[1], color="grey", ls=":", lw=1, label="human")
-        ax.set_title(g)
-        ax.set_xlabel("frames (millions)")
-        ax.set_ylabel("training return (last 100 games)")
-        ax.legend(fontsize=7)
-    for ax in list(axes.flat)[len(games):]:
-        ax.axis("off")
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
+        finish_game_axes(ax, g, "training return (last 100 games)")
+    save_grid(fig, axes, len(games), path, dpi=100)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -218,8 +218,6 @@ def plot(cells: dict, games, learners, path: Path, cores=("lstm",)) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from envs.scores import reference_scores as random_human
-
     cols = 2 if len(games) > 1 else 1
     rows = (len(games) + cols - 1) // cols
     fig, axes = plt.subplots(rows, cols, figsize=(6 * cols, 4 * rows), squeeze=False)
@@ -245,15 +243,29 @@ def plot(cells: dict, games, learners, path: Path, cores=("lstm",)) -> None:
             if game in ref:
                 ax.axhline(ref[game][0], color="k", ls="--" if j == 0 else "-.", lw=1,
                            label=f"RIMs paper {core.upper()}-PPO @ 40M")
-        ax.axhline(random_human("atari", game)[1], color="grey", ls=":", lw=1, label="human")
-        ax.set_title(game)
-        ax.set_xlabel("frames (millions)")
-        ax.set_ylabel("training return (last 100 episodes)")
-        ax.legend(fontsize=7)
-    for ax in list(axes.flat)[len(games):]:
+        finish_game_axes(ax, game, "training return (last 100 episodes)")
+    save_grid(fig, axes, len(games), path, dpi=110)
+
+
+def finish_game_axes(ax, game: str, ylabel: str) -> None:
+    """One game's panel of a curve grid: its human score as a dotted line, titles, legend."""
+    from envs.scores import reference_scores as random_human
+
+    ax.axhline(random_human("atari", game)[1], color="grey", ls=":", lw=1, label="human")
+    ax.set_title(game)
+    ax.set_xlabel("frames (millions)")
+    ax.set_ylabel(ylabel)
+    ax.legend(fontsize=7)
+
+
+def save_grid(fig, axes, used: int, path: Path, dpi: int) -> None:
+    """Blank a grid's unused panels, write it to ``path`` and close it."""
+    import matplotlib.pyplot as plt
+
+    for ax in list(axes.flat)[used:]:
         ax.axis("off")
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    fig.savefig(path, dpi=dpi)
     plt.close(fig)
 
 
