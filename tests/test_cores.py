@@ -35,6 +35,24 @@ def no_reset(T: int, B: int) -> torch.Tensor:
     return torch.zeros(T, B, dtype=torch.bool)
 
 
+def assert_equals_cell_stepped(core, x, state0, reset, y, final):
+    """Assert an unroll's outputs and final state equal ``core.cell`` stepped with resets.
+
+    Returns the stepped outputs and final state, for comparing gradients through both.
+    """
+    from agents.cores import mask_state
+
+    state, ys = state0, []
+    for t in range(x.shape[0]):
+        state = core.cell(x[t], mask_state(state, reset[t]))
+        ys.append(state[0])
+    ref = torch.stack(ys)
+    torch.testing.assert_close(y, ref, atol=1e-6, rtol=1e-5)
+    for a, b in zip(final, state):
+        torch.testing.assert_close(a, b, atol=1e-6, rtol=1e-5)
+    return ref, state
+
+
 def test_every_core_is_tested():
     assert {"lstm", "rims", "mi_lstm", "alstm", "feedforward"} <= set(NAMES)
 
@@ -133,8 +151,6 @@ def test_lstm_equals_pytorch_lstm_cell_stepped(T, fused):
     nn.LSTMCell's LSTM, outputs, final state and gradients; so must an unroll with
     ``fused: false``, which steps the gates itself throughout.
     """
-    from agents.cores import mask_state
-
     core = make("lstm", hidden_size=16, fused=fused)
     B = 3
     x, reset = torch.randn(T, B, D, requires_grad=True), torch.rand(T, B) < 0.1
@@ -142,14 +158,7 @@ def test_lstm_equals_pytorch_lstm_cell_stepped(T, fused):
         reset[0], reset[T // 2, 1] = True, True  # a start at the first step and mid-unroll
     state0 = random_state(core, B)
     y, final = core(x, state0, reset)
-    state, ys = state0, []
-    for t in range(T):
-        state = core.cell(x[t], mask_state(state, reset[t]))
-        ys.append(state[0])
-    ref = torch.stack(ys)
-    torch.testing.assert_close(y, ref, atol=1e-6, rtol=1e-5)
-    for a, b in zip(final, state):
-        torch.testing.assert_close(a, b, atol=1e-6, rtol=1e-5)
+    ref, state = assert_equals_cell_stepped(core, x, state0, reset, y, final)
     weights = [x, *core.parameters()]
     loss_weights = torch.randn(T, B, 16)
     for a, b in zip(torch.autograd.grad((y * loss_weights).sum() + final[1].sum(), weights),
@@ -166,7 +175,6 @@ def test_lstm_rows_equals_the_cell_stepped_over_a_wide_batch_with_many_resets(p_
     stepped cell's with reset masking up to float rounding, and the operators it dispatches do
     not grow with the batch's width or its resets.
     """
-    from agents.cores import mask_state
     from agents.cores.lstm import _MAX_PADDING, row_sequences
     from scripts.bench.dispatch import OpCounter
 
@@ -180,14 +188,7 @@ def test_lstm_rows_equals_the_cell_stepped_over_a_wide_batch_with_many_resets(p_
     x = torch.randn(T, B, D, generator=g, requires_grad=True)
     state0 = tuple(s.requires_grad_() for s in random_state(core, B))
     y, final = core(x, state0, reset)
-    state, ys = state0, []
-    for t in range(T):
-        state = core.cell(x[t], mask_state(state, reset[t]))
-        ys.append(state[0])
-    ref = torch.stack(ys)
-    torch.testing.assert_close(y, ref, atol=1e-6, rtol=1e-5)
-    for a, b in zip(final, state):
-        torch.testing.assert_close(a, b, atol=1e-6, rtol=1e-5)
+    ref, state = assert_equals_cell_stepped(core, x, state0, reset, y, final)
     weights = [x, *core.parameters(), *state0]
     loss_weights = torch.randn(T, B, H, generator=g)
     for a, b in zip(torch.autograd.grad((y * loss_weights).sum() + final[1].sum(), weights),
@@ -212,7 +213,6 @@ def test_lstm_rows_pads_less_than_its_bound_or_splits():
 
     One row never reset and the others at every step: the stepped cell's outputs and state.
     """
-    from agents.cores import mask_state
     from agents.cores.lstm import _MAX_PADDING, row_sequences
 
     T, B = 16, 12
@@ -222,13 +222,7 @@ def test_lstm_rows_pads_less_than_its_bound_or_splits():
     core = make("lstm", hidden_size=8, resets="rows")
     x, state0 = torch.randn(T, B, D), random_state(core, B)
     y, final = core(x, state0, reset)
-    state, ys = state0, []
-    for t in range(T):
-        state = core.cell(x[t], mask_state(state, reset[t]))
-        ys.append(state[0])
-    torch.testing.assert_close(y, torch.stack(ys), atol=1e-6, rtol=1e-5)
-    for a, b in zip(final, state):
-        torch.testing.assert_close(a, b, atol=1e-6, rtol=1e-5)
+    assert_equals_cell_stepped(core, x, state0, reset, y, final)
 
 
 def test_lstm_under_autocast_steps_with_its_cell_state_in_float32():
