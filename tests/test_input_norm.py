@@ -13,7 +13,7 @@ import torch
 
 from agents.torsos import TORSOS, TorsoConfig
 from agents.torsos.input_norm import CLIP, EPS
-from tests.test_torsos import A, features, inputs, make
+from tests.test_torsos import A, features, inputs, make, unrolled_and_stepped
 
 NAMES = TORSOS.names()
 MODES = ("none", "running", "frame")
@@ -172,14 +172,11 @@ def test_the_torso_contract_holds_in_each_mode(name, mode):
         torso.observe({"pixels": frames(20, seed=9, high=120)})  # statistics that matter
         T, B = 3, 2
         obs, action, reward = inputs(SMALL, T, B)
-        with torch.no_grad():
-            y = torso(obs, action, reward)
-            steps = [torso({"pixels": obs["pixels"][t:t + 1]}, action[t:t + 1], reward[t:t + 1])
-                     for t in range(T)]
+        y, stepped = unrolled_and_stepped(torso, obs, action, reward)
         # Inputs up to the clip (5) give features several times larger than pixels / 255 do:
         # the float rounding of another layout scales with them.
         tol = 1e-4 * max(1.0, float(y.abs().max()))
-        torch.testing.assert_close(torch.cat(steps), y, atol=tol / 10, rtol=1e-5)
+        torch.testing.assert_close(stepped, y, atol=tol / 10, rtol=1e-5)
         trained = torso(obs, action, reward)
         laid_out = torso(torso.training_layout(obs), action, reward)
         torch.testing.assert_close(trained.detach(), y, atol=tol, rtol=1e-4)

@@ -39,6 +39,16 @@ def inputs(shapes, T: int, B: int, seed: int = 1):
     return obs, torch.randint(0, A, (T, B), generator=g), 3 * torch.randn(T, B, generator=g)
 
 
+def unrolled_and_stepped(torso, obs, action, reward) -> tuple[torch.Tensor, torch.Tensor]:
+    """The torso's output on T steps at once, and on each step alone concatenated."""
+    T = action.shape[0]
+    with torch.no_grad():
+        y = torso(obs, action, reward)
+        steps = [torso({"pixels": obs["pixels"][t:t + 1]}, action[t:t + 1], reward[t:t + 1])
+                 for t in range(T)]
+    return y, torch.cat(steps)
+
+
 def features(torso, y: torch.Tensor) -> torch.Tensor:
     """The part of ``forward``'s output before the extras."""
     return y[..., : y.shape[-1] - torso.extras_size]
@@ -89,12 +99,8 @@ def test_stepping_equals_unrolling(name, as_set):
     """A torso has no state: T steps at once equal each step alone."""
     torso = make(name, as_set=as_set).eval()
     T, B = 3, 2
-    obs, action, reward = inputs(ATARI, T, B)
-    with torch.no_grad():
-        y = torso(obs, action, reward)
-        steps = [torso({"pixels": obs["pixels"][t:t + 1]}, action[t:t + 1], reward[t:t + 1])
-                 for t in range(T)]
-    torch.testing.assert_close(torch.cat(steps), y, atol=1e-5, rtol=1e-5)
+    y, stepped = unrolled_and_stepped(torso, *inputs(ATARI, T, B))
+    torch.testing.assert_close(stepped, y, atol=1e-5, rtol=1e-5)
 
 
 @pytest.mark.parametrize("init", ["torch", "orthogonal"])
