@@ -142,13 +142,17 @@ def test_task_id_only_reaches_heads_that_read_it():
             torch.testing.assert_close(a.logits, b.logits)
 
 
-def test_instruction_and_reward_inputs_matter():
+@pytest.mark.parametrize("changed", ["instruction", "last_reward", "last_action"])
+def test_instruction_reward_and_action_inputs_matter(changed):
+    """Each extra input beside the pixels reaches the policy: changing it alone changes it."""
     agent = make_agent("lstm", "linear")
     x = inputs(1, 2)
+    other_value = {"instruction": torch.roll(x["instruction"], 1, dims=-1) + 1,
+                   "last_reward": -x["last_reward"] + 0.5,
+                   "last_action": (x["last_action"] + 1) % A}[changed]
     with torch.no_grad():
         base, _ = agent(x, agent.initial_state(2))
-        y = dict(x, instruction=torch.roll(x["instruction"], 1, dims=-1) + 1)
-        other, _ = agent(y, agent.initial_state(2))
+        other, _ = agent(dict(x, **{changed: other_value}), agent.initial_state(2))
     assert not torch.allclose(base.logits, other.logits)
 
 

@@ -44,7 +44,10 @@ def test_periodic_evaluation_is_logged(tiny_run):
 
     acc = EventAccumulator(tiny_run.run.dir)
     acc.Reload()
-    assert "eval/return/MiniGrid-Empty-5x5-v0" in acc.Tags()["scalars"]
+    # eval.every_frames=200 in a 400-frame run: one evaluation, at 200 frames, of a return
+    # MiniGrid keeps in [0, 1]
+    points = acc.Scalars("eval/return/MiniGrid-Empty-5x5-v0")
+    assert [p.step for p in points] == [200] and all(0 <= p.value <= 1 for p in points)
 
 
 def test_atari_scores_are_human_normalised():

@@ -79,32 +79,34 @@ def test_mean_reduction_is_the_sum_over_the_real_steps():
         torch.testing.assert_close(mean.metrics[k], summed.metrics[k] / 15)
 
 
-def test_fixed_targets_are_the_per_step_targets_at_the_first_step():
+def test_fixed_targets_are_the_per_step_targets_at_the_first_step(small_cfg):
     """``learner.impala.fixed_targets`` at an update's first step is the per-step V-trace.
 
-    A batch carrying V-trace from the same weights gives the loss and gradient of recomputing it
-    (what differs is only the later steps of an update).
+    An update of one step (one epoch, one minibatch) from the same weights on the same batch
+    moves the weights the same way with targets fixed per batch as with targets recomputed
+    at the step (what differs is only the later steps of an update).
     """
-    from learners.algorithms.impala import log_probs, policy_advantages, vtrace_targets
+    from envs.runner import EnvRunner
+    from learners.update.learner import Learner
 
-    cfg = fill_defaults(LearnerConfig(reward_clip="none", normalize_advantages=True,
-                                      impala=ImpalaConfig(surrogate_clip=0.2),
-                                      loss_reduction="mean"))
-    batch, out = batch_and_output()
-    b = Batch.from_dict(batch)
-    per_step_batch = impala_targets(out, b, cfg)
-    per_step = impala_loss(out, per_step_batch, cfg)
-    grads = torch.autograd.grad(per_step.loss, [out.logits, out.value])
-    with torch.no_grad():
-        log_rhos = log_probs(out, b)[2]
-        returns, vs, pg_adv = vtrace_targets(out, b, cfg, log_rhos)
-    fixed_batch = b.replace(advantages=policy_advantages(pg_adv, log_rhos, cfg), returns=vs,
-                            value_targets=returns.vs)
-    fixed = impala_loss(out, fixed_batch, cfg)
-    torch.testing.assert_close(fixed.loss, per_step.loss)
-    for g, h in zip(grads, torch.autograd.grad(fixed.loss, [out.logits, out.value])):
-        torch.testing.assert_close(g, h)
-    torch.testing.assert_close(fixed_batch.value_targets, per_step_batch.value_targets)
+    over = {"learner.minibatches": 1, "learner.epochs": 1, "learner.unroll_length": 6,
+            "learner.impala.surrogate_clip": 0.2}
+    runner = EnvRunner(small_cfg(**over).env, small_cfg(**over).agent, envs_per_runner=4,
+                       unroll_length=6)
+    fixed = Learner(small_cfg(**over, **{"learner.impala.fixed_targets": "true"}),
+                    runner.spec())
+    per_step = Learner(small_cfg(**over), runner.spec())
+    per_step.agent.load_state_dict(fixed.agent.state_dict())
+    start = {k: v.clone() for k, v in fixed.agent.state_dict().items()}
+    traj = runner.rollout(fixed.get_weights(), 0)
+    fixed.update(traj)
+    per_step.update(traj)
+    moved = 0
+    for k, v in fixed.agent.state_dict().items():
+        torch.testing.assert_close(v, per_step.agent.state_dict()[k], rtol=1e-5, atol=1e-6,
+                                   msg=k)
+        moved += int(not torch.equal(v, start[k]))
+    assert moved > 0  # the step moved the weights
 
 
 def test_truncated_step_bootstraps_from_final_value():

@@ -1,9 +1,11 @@
 """The declared plan of a compare (compare/plan.py): its record, its looks, its intervals."""
 
+import numpy as np
 import pytest
 
 from scripts.compare import plan as plan_mod
 from scripts.compare import plan_sections
+from scripts.compare import sequential as sq
 
 
 def test_the_plan_is_kept_as_first_seen_and_later_changes_are_dated(tmp_path):
@@ -74,6 +76,13 @@ def test_primary_intervals_pair_by_seed_and_split_alpha():
     assert ab["alpha"] == ac["alpha"] == 0.05 and ac["seeds"] == [0, 1]
     assert ab["estimate"] == pytest.approx(8.0) and ab["excludes_null"] and not ac["excludes_null"]
     assert not plan_mod.decided([ab, ac]) and plan_mod.decided([ab])
+    # each pair's interval is the paired sequence's at alpha / 2, over the seeds both ran
+    for row, other, seeds in ((ab, "b", range(12)), (ac, "c", (0, 1))):
+        x = np.array([scores["a"][s] for s in seeds])
+        y = np.array([scores[other][s] for s in seeds])
+        cs = sq.paired_difference_cs(x, y, (0, 10), 0.05)
+        assert (row["low"], row["high"]) == pytest.approx((cs.low[-1], cs.high[-1]))
+    assert ab["low"] > 0 and ac["low"] < 0 < ac["high"]
 
 
 def test_scores_outside_the_bounds_are_counted_and_said_in_the_report(tmp_path):

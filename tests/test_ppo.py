@@ -266,16 +266,40 @@ def test_recurrence_must_divide_the_unroll_and_fill_the_minibatches():
         load_config(None, base + ["learner.recurrence=256"])
 
 
-def test_update_with_recurrence_trains_on_chunks(small_cfg):
+def test_update_with_recurrence_trains_on_chunks(small_cfg, monkeypatch):
+    """``learner.recurrence=4``: every minibatch's forward pass runs over 4-step chunks.
+
+    The 8-step unrolls of 4 envs are cut once per update into 8 chunks of 4 steps.
+    """
     from envs.runner import EnvRunner
+    from learners.update import learner as learner_module
 
     cfg = small_cfg(**{"learner.name": "ppo", "learner.minibatches": 4, "learner.epochs": 2,
                        "learner.unroll_length": 8, "learner.recurrence": 4})
     runner = EnvRunner(cfg.env, cfg.agent, envs_per_runner=4, unroll_length=8)
     learner = Learner(cfg, runner.spec())
+    chunked, forwards = [], []
+    chunk = learner_module.chunk_sequences
+
+    def recording_chunk(batch, state, k, agent):
+        out = chunk(batch, state, k, agent)
+        chunked.append((k, tuple(out[0].reset.shape)))
+        return out
+
+    forward = learner.forward
+
+    def recording_forward(batch, state):
+        forwards.append(tuple(batch.reset.shape))
+        return forward(batch, state)
+
+    monkeypatch.setattr(learner_module, "chunk_sequences", recording_chunk)
+    monkeypatch.setattr(learner, "forward", recording_forward)
     before = {k: v.clone() for k, v in learner.get_weights().items()}
     metrics = learner.update(runner.rollout(learner.get_weights(), 0))
+    assert chunked == [(4, (4, 8))], chunked  # 4 steps each, 2 chunks x 4 envs
+    # GAE reads the runners' recorded output (lag 0), so every forward pass is a minibatch's:
+    # 2 epochs x 4 minibatches of 2 chunks of 4 steps
+    assert forwards == [(4, 2)] * 8, forwards
     assert (metrics["epochs_done"] == 2
             and metrics["frames"] == 8 * 4 * runner.spec()["frames_per_step"])
-    assert metrics["approx_kl"] >= 0.0 and any(not torch.equal(before[k], v)
-                                               for k, v in learner.get_weights().items())
+    assert any(not torch.equal(before[k], v) for k, v in learner.get_weights().items())

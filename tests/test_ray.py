@@ -41,7 +41,7 @@ def test_two_runners_on_two_nodes_train(cluster, small_cfg):
     summary = trainer.train()
     assert summary["frames"] >= 600 and summary["updates"] >= 3
     assert summary["lost_unrolls"] == 0
-    assert summary["final_metrics"]["policy_lag"] >= 0
+    assert 0 <= summary["final_metrics"]["policy_lag"] <= summary["updates"]
 
 
 def test_a_killed_runner_is_replaced_and_training_goes_on(cluster, small_cfg):
