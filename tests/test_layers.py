@@ -80,6 +80,33 @@ def test_mi_diagonal_form_is_the_papers_gate_on_x():
         MultiplicativeInteraction(5, 4, 3, form="diagonal")
 
 
+def test_mi_output_scale_and_low_rank_forms_from_their_parameters():
+    """The two factorised forms written out with loops over their own parameters.
+
+    ``output_scale`` (section 2, "Scales and biases"): f_k = (1 + sum_i S_ki z_i) (V x)_k +
+    (U z)_k + b_k. ``low_rank`` (Figure 1's factorised 3-tensor): f_k = sum_r R_kr (P z)_r
+    (Q x)_r + (V x)_k + (U z)_k + b_k.
+    """
+    x, z = torch.randn(3, 5, dtype=DT), torch.randn(3, 4, dtype=DT)
+    scale, low = _mi("output_scale", None), _mi("low_rank", 3)
+    for mi in (scale, low):
+        V, b, U = mi.x_proj.weight, mi.x_proj.bias, mi.z_proj.weight
+        expected = torch.zeros(3, 3, dtype=DT)
+        for n in range(3):
+            for k in range(3):
+                vx = sum(V[k, j] * x[n, j] for j in range(5))
+                uz = sum(U[k, i] * z[n, i] for i in range(4))
+                if mi is scale:
+                    gate = 1 + sum(mi.S[k, i] * z[n, i] for i in range(4))
+                    expected[n, k] = gate * vx + uz + b[k]
+                else:
+                    pz = [sum(mi.P[r, i] * z[n, i] for i in range(4)) for r in range(3)]
+                    qx = [sum(mi.Q[r, j] * x[n, j] for j in range(5)) for r in range(3)]
+                    inter = sum(mi.R[k, r] * pz[r] * qx[r] for r in range(3))
+                    expected[n, k] = inter + vx + uz + b[k]
+        torch.testing.assert_close(mi(x, z), expected, msg=mi.form)
+
+
 @pytest.mark.parametrize("form,rank", FORMS)
 def test_mi_hypernetwork_init_is_appendix_b(form, rank):
     """Appendix B: W = Linear(out * in)(z), b' = Linear(out)(z).

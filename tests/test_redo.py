@@ -133,6 +133,26 @@ def test_off_units_are_recycled_and_nothing_else_moves(torso, core, init):
             want[name][idx] = 0.0
             touched[name][idx] = True
     assert touched["torso.conv.0.weight"].any() and touched["torso.fc.weight"].any()
+    if (torso, core) == ("shallow", "lstm"):
+        # The same slices named by hand, not from the recycler's declarations: conv1's units
+        # are conv.0's output channels and conv.2's input channels; conv2's are conv.2's output
+        # channels and fc's columns of that channel (9 x 9 positions, channel-major); fc's
+        # units are fc's rows and the LSTM's first input columns (fc's features, then extras).
+        by_hand = {n: torch.zeros_like(v, dtype=torch.bool) for n, v in before.items()}
+        for u in want_off["conv1"]:
+            by_hand["torso.conv.0.weight"][u] = True
+            by_hand["torso.conv.0.bias"][u] = True
+            by_hand["torso.conv.2.weight"][:, u] = True
+        for u in want_off["conv2"]:
+            by_hand["torso.conv.2.weight"][u] = True
+            by_hand["torso.conv.2.bias"][u] = True
+            by_hand["torso.fc.weight"][:, u * 81:(u + 1) * 81] = True
+        for u in want_off["fc"]:
+            by_hand["torso.fc.weight"][u] = True
+            by_hand["torso.fc.bias"][u] = True
+            by_hand["core.cell.weight_ih"][:, u] = True
+        for name in before:
+            assert torch.equal(touched[name], by_hand[name]), name
     for name, p in net.named_parameters():
         assert torch.equal(p.detach(), want[name]), name
         for key, value in optimizer.state[p].items():
