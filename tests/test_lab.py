@@ -176,8 +176,16 @@ def test_multitask_training_logs_normalised_scores_per_level(small_cfg):
     acc = EventAccumulator(cfg.run.dir)
     acc.Reload()
     tags = acc.Tags()["scalars"]
-    assert any(t.startswith("episode_normalized_score/") for t in tags), tags
+    levels = [t.split("/", 1)[1] for t in tags if t.startswith("episode_normalized_score/")]
+    assert levels, tags
     assert "normalized_score_capped_mean" in tags and "normalized_score_mean" in tags
+    for level in levels:  # each level's score is its own return against its own table row
+        returns = sorted((e.step, scores.normalized_score("lab", level, e.value))
+                         for e in acc.Scalars(f"episode_return/{level}"))
+        normalised = sorted((e.step, e.value)
+                            for e in acc.Scalars(f"episode_normalized_score/{level}"))
+        assert [s for s, _ in normalised] == [s for s, _ in returns] != [], level
+        assert [v for _, v in normalised] == pytest.approx([v for _, v in returns], abs=1e-4)
 
 
 @pytest.mark.parametrize("name", LEVELS)

@@ -2,6 +2,7 @@
 
 import dataclasses
 import json
+import math
 import os
 import re
 import signal
@@ -265,13 +266,21 @@ def test_ctrl_c_writes_a_checkpoint_and_resume_continues(tmp_path, num_runners):
     assert resumed["frames"] == frames and resumed["git_revision"] == meta["git_revision"]
 
 
+def assert_trained(summary: dict) -> None:
+    """At least one update with a gradient, and every final metric a finite number."""
+    metrics = summary["final_metrics"]
+    assert summary["updates"] >= 1 and metrics["grad_norm"] > 0
+    numbers = {k: v for k, v in metrics.items() if isinstance(v, (int, float))}
+    assert {"policy_loss", "value_loss", "entropy"} <= set(numbers), metrics
+    assert all(math.isfinite(v) for v in numbers.values()), metrics
+
+
 @pytest.mark.parametrize("learner", ["impala", "ppo"])
 @pytest.mark.parametrize("core", CORES.names())
 def test_every_core_trains_with_both_learners(small_cfg, core, learner):
     cfg = small_cfg(**{"agent.core": core, "agent.core_options": "{}", "learner.name": learner,
                        "learner.minibatches": 2, "run.total_frames": 200})
-    summary = Trainer(cfg, RunDir.create(cfg, None), quiet=True).train()
-    assert summary["updates"] >= 1 and summary["final_metrics"]["grad_norm"] > 0
+    assert_trained(Trainer(cfg, RunDir.create(cfg, None), quiet=True).train())
 
 
 @pytest.mark.parametrize("learner", ["impala", "ppo"])
@@ -280,8 +289,7 @@ def test_every_head_trains_with_both_learners(small_cfg, head, learner):
     cfg = small_cfg(**{"agent.head": head, "learner.name": learner, "learner.minibatches": 2,
                        "run.total_frames": 200,
                        "env.levels": "[MiniGrid-Empty-5x5-v0, BabyAI-GoToRedBall-v0]"})
-    summary = Trainer(cfg, RunDir.create(cfg, None), quiet=True).train()
-    assert summary["updates"] >= 1 and summary["final_metrics"]["grad_norm"] > 0
+    assert_trained(Trainer(cfg, RunDir.create(cfg, None), quiet=True).train())
 
 
 def test_rims_activation_frequency_reaches_tensorboard(small_cfg):
