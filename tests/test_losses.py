@@ -91,11 +91,11 @@ def test_fixed_targets_are_the_per_step_targets_at_the_first_step(small_cfg):
 
     over = {"learner.minibatches": 1, "learner.epochs": 1, "learner.unroll_length": 6,
             "learner.impala.surrogate_clip": 0.2}
-    runner = EnvRunner(small_cfg(**over).env, small_cfg(**over).agent, envs_per_runner=4,
-                       unroll_length=6)
+    cfg = small_cfg(**over)
+    runner = EnvRunner(cfg.env, cfg.agent, envs_per_runner=4, unroll_length=6)
     fixed = Learner(small_cfg(**over, **{"learner.impala.fixed_targets": "true"}),
                     runner.spec())
-    per_step = Learner(small_cfg(**over), runner.spec())
+    per_step = Learner(cfg, runner.spec())
     per_step.agent.load_state_dict(fixed.agent.state_dict())
     start = {k: v.clone() for k, v in fixed.agent.state_dict().items()}
     traj = runner.rollout(fixed.get_weights(), 0)
